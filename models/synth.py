@@ -1,0 +1,299 @@
+"""`harken synth`: a speech corpus from fortune sentences and Debian's TTS voices.
+
+One command builds `train.jsonl` (training voices), `dev.jsonl` and `test.jsonl` (held-out
+voices on held-out sentences), `lm_text.txt` (every sentence except dev and test) and
+`stats.json`. The plan is a pure function of the seed and the fortune files, and finished
+WAVs are skipped, so an interrupted build resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import multiprocessing
+import os
+import random
+import shutil
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+import soxr
+from tqdm import tqdm
+
+from models import fortunes, voices
+from models.manifest import Utterance, write_manifest
+from models.text import Normalised
+from models.voices import Prosody, Voice
+
+SAMPLE_RATE = 16000
+SECONDS_PER_WORD = 0.36  # planning estimate at the engines' default rate; stats use real sizes
+# Share of training utterances per voice family: espeak-ng has the most speakers and accents;
+# the natural-sounding flite and festival voices are closest to the held-out ones.
+FAMILY_WEIGHTS = {"espeak": 0.45, "flite": 0.3, "festival": 0.25}
+
+
+@dataclass(frozen=True)
+class Job:
+    split: str  # "train", "dev" or "test"
+    voice: Voice
+    prosody: Prosody
+    text: str  # transcript
+    spoken: str  # what the engine is told
+
+    @property
+    def path(self) -> Path:
+        """Relative WAV path, named by a hash of everything that changes the audio."""
+        key = f"{self.voice.label}|{self.prosody}|{self.spoken}".encode()
+        return Path("wav", self.split, self.voice.slug, hashlib.sha1(key).hexdigest()[:16] + ".wav")
+
+
+@dataclass(frozen=True)
+class SynthConfig:
+    train_hours: float = 12.0  # planned training speech (estimated from word counts)
+    dev_minutes: float = 25.0  # planned dev speech, held-out voices
+    test_minutes: float = 25.0  # planned test speech, held-out voices
+    renders: int = 1  # training voices per sentence; >1 trades text variety for speakers
+    seed: int = 0
+    engines: tuple[str, ...] = ("espeak-ng", "flite", "festival")  # which engines to use
+    limit_sentences: int = 0  # use only this many sentences (0: all), for quick tests
+
+    def __post_init__(self) -> None:
+        if self.train_hours < 0 or self.dev_minutes < 0 or self.test_minutes < 0:
+            raise ValueError("train_hours, dev_minutes and test_minutes must be >= 0")
+        if self.renders < 1:
+            raise ValueError("renders must be >= 1")
+        if unknown := set(self.engines) - {"espeak-ng", "flite", "festival"}:
+            raise ValueError(f"unknown engines {sorted(unknown)}; use espeak-ng, flite, festival")
+
+
+def training_voices(engines: Sequence[str]) -> tuple[list[Voice], list[float]]:
+    """Training voices and their sampling weights (each family's share split evenly)."""
+    families = {
+        "espeak": voices.TRAIN_ESPEAK,
+        "flite": voices.TRAIN_FLITE,
+        "festival": voices.TRAIN_FESTIVAL,
+    }
+    pool, weights = [], []
+    for family, members in families.items():
+        usable = [v for v in members if v.engine in engines]
+        pool += usable
+        weights += [FAMILY_WEIGHTS[family] / len(usable)] * len(usable)
+    if not pool:
+        raise ValueError(f"no training voices for engines {list(engines)}")
+    return pool, weights
+
+
+def _take(sentences: list[Normalised], start: int, seconds: float) -> int:
+    """Index after the sentences (from `start`) whose estimated speech fills `seconds`."""
+    total, i = 0.0, start
+    while i < len(sentences) and (total < seconds or i == start) and seconds > 0:
+        total += sentences[i].words * SECONDS_PER_WORD
+        i += 1
+    return i
+
+
+def plan(sentences: list[Normalised], cfg: SynthConfig) -> list[Job]:
+    """Every utterance of the corpus: deterministic given the sentences and the seed."""
+    rng = random.Random(cfg.seed)
+    order = list(sentences)
+    rng.shuffle(order)
+    dev_end = _take(order, 0, cfg.dev_minutes * 60)
+    test_end = _take(order, dev_end, cfg.test_minutes * 60)
+    held = [v for v in voices.HELD_OUT if v.engine in cfg.engines]
+    if not held:
+        raise ValueError("dev and test need a held-out voice; enable flite or festival")
+    jobs = [
+        Job("dev" if i < dev_end else "test", held[i % len(held)], Prosody(), s.text, s.spoken)
+        for i, s in enumerate(order[:test_end])
+    ]
+    pool, weights = training_voices(cfg.engines)
+    budget = cfg.train_hours * 3600
+    for s in order[test_end:]:
+        if budget <= 0:
+            break
+        for voice in _distinct(rng, pool, weights, cfg.renders):
+            prosody = Prosody(rate=rng.uniform(0.8, 1.25), pitch=rng.uniform(0.75, 1.3))
+            jobs.append(Job("train", voice, prosody, s.text, s.spoken))
+            budget -= s.words * SECONDS_PER_WORD / prosody.rate
+    return jobs
+
+
+def _distinct(rng: random.Random, pool: list[Voice], weights: list[float], k: int) -> list[Voice]:
+    chosen: list[Voice] = []
+    while len(chosen) < min(k, len(pool)):
+        v = rng.choices(pool, weights)[0]
+        if v not in chosen:
+            chosen.append(v)
+    return chosen
+
+
+def render_batch(out_dir: Path, jobs: list[Job]) -> list[tuple[Job, str]]:
+    """Render jobs of one voice into `out_dir`; returns (job, error) for the ones that failed."""
+    tmp = out_dir / "tmp" / str(os.getpid())
+    tmp.mkdir(parents=True, exist_ok=True)
+    raw = [tmp / f"{i}.wav" for i in range(len(jobs))]
+    errors = _synthesise(jobs, raw)
+    failed = []
+    for i, (job, r) in enumerate(zip(jobs, raw, strict=True)):
+        try:
+            if i in errors:
+                raise RuntimeError(errors[i])
+            to_16k_wav(r, out_dir / job.path)
+        except Exception as e:  # one bad sentence must not stop the build; count it instead
+            failed.append((job, str(e)))
+        r.unlink(missing_ok=True)
+    return failed
+
+
+def _synthesise(jobs: list[Job], raw: list[Path]) -> dict[int, str]:
+    """Run the engine; festival renders the whole batch in one process."""
+    if jobs[0].voice.engine == "festival":
+        try:
+            items = [(j.spoken, j.prosody, r) for j, r in zip(jobs, raw, strict=True)]
+            voices.render_festival(jobs[0].voice, items)
+        except Exception as e:
+            return dict.fromkeys(range(len(jobs)), str(e))
+        return {}
+    errors = {}
+    for i, (job, r) in enumerate(zip(jobs, raw, strict=True)):
+        try:
+            voices.render(job.voice, job.spoken, job.prosody, r)
+        except Exception as e:
+            errors[i] = str(e)
+    return errors
+
+
+def to_16k_wav(src: Path, dst: Path) -> None:
+    """Engine output (8 to 48 kHz) to 16 kHz mono 16-bit PCM, peak-normalised, written atomically."""
+    audio, rate = sf.read(src, dtype="float32", always_2d=True)
+    audio = audio.mean(axis=1)
+    if rate != SAMPLE_RATE:
+        audio = soxr.resample(audio, rate, SAMPLE_RATE, quality="HQ").astype(np.float32)
+    peak = float(np.abs(audio).max()) if audio.size else 0.0
+    if audio.size < SAMPLE_RATE // 4 or peak < 1e-4:
+        raise ValueError(f"engine produced {audio.size} samples, peak {peak:.1e}: no speech")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    part = dst.with_name(dst.name + ".part")
+    sf.write(part, audio * (0.9 / peak), SAMPLE_RATE, subtype="PCM_16", format="WAV")
+    os.replace(part, dst)
+
+
+def batches(jobs: list[Job], size: int) -> list[list[Job]]:
+    """Jobs grouped by voice, `size` at a time (festival pays its start-up once a batch)."""
+    by_voice: dict[Voice, list[Job]] = defaultdict(list)
+    for job in jobs:
+        by_voice[job.voice].append(job)
+    out = []
+    for group in by_voice.values():
+        step = size * 4 if group[0].voice.engine == "festival" else size
+        out += [group[i : i + step] for i in range(0, len(group), step)]
+    random.Random(0).shuffle(out)  # mix slow and fast engines so the bar's ETA is honest
+    return out
+
+
+def render_all(out_dir: Path, jobs: list[Job], workers: int) -> list[tuple[Job, str]]:
+    """Render the jobs whose WAV is missing, on `workers` processes, with a progress bar."""
+    todo = [j for j in jobs if not (out_dir / j.path).is_file()]
+    print(f"[synth] {len(jobs) - len(todo)} of {len(jobs)} utterances already rendered", flush=True)
+    failed: list[tuple[Job, str]] = []
+    work = batches(todo, size=8)
+    with (
+        multiprocessing.get_context("fork").Pool(workers) as pool,
+        tqdm(total=len(todo), unit="utt", smoothing=0.05, mininterval=2.0) as bar,
+    ):
+        for batch_failed, n in pool.imap_unordered(_render_counted, [(out_dir, b) for b in work]):
+            failed += batch_failed
+            bar.update(n)
+    return failed
+
+
+def _render_counted(arg: tuple[Path, list[Job]]) -> tuple[list[tuple[Job, str]], int]:
+    out_dir, batch = arg
+    return render_batch(out_dir, batch), len(batch)
+
+
+def write_outputs(out_dir: Path, jobs: list[Job], sentences: list[Normalised]) -> dict[str, object]:
+    """Manifests of the rendered utterances, LM text without dev/test sentences; returns stats."""
+    seconds: dict[str, Counter[str]] = defaultdict(Counter)
+    rows: dict[str, list[Utterance]] = defaultdict(list)
+    for job in jobs:
+        wav = out_dir / job.path
+        if not wav.is_file():
+            continue
+        info = sf.info(str(wav))
+        duration = info.frames / info.samplerate
+        rows[job.split].append(Utterance(wav, job.text, duration, job.voice.label))
+        seconds[job.split][job.voice.label] += duration
+    for split in ("train", "dev", "test"):
+        write_manifest(out_dir / f"{split}.jsonl", rows[split])
+    held_text = {j.text for j in jobs if j.split != "train"}
+    lm = [s.text for s in sentences if s.text not in held_text]
+    (out_dir / "lm_text.txt").write_text("".join(t + "\n" for t in lm), encoding="utf-8")
+    return {
+        split: {
+            "utterances": len(rows[split]),
+            "hours": round(sum(seconds[split].values()) / 3600, 3),
+            "hours_per_voice": {v: round(s / 3600, 4) for v, s in sorted(seconds[split].items())},
+        }
+        for split in ("train", "dev", "test")
+    } | {"lm_sentences": len(lm)}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    d = SynthConfig()
+    parser.add_argument("--out", type=Path, default=Path("data/corpus"), help="output directory")
+    parser.add_argument("--fortunes", type=Path, default=fortunes.FORTUNE_DIR)
+    parser.add_argument("--train-hours", type=float, default=d.train_hours)
+    parser.add_argument("--dev-minutes", type=float, default=d.dev_minutes)
+    parser.add_argument("--test-minutes", type=float, default=d.test_minutes)
+    parser.add_argument("--renders", type=int, default=d.renders, help="voices per train sentence")
+    parser.add_argument("--seed", type=int, default=d.seed)
+    parser.add_argument("--engines", default=",".join(d.engines), help="comma-separated engines")
+    parser.add_argument("--limit-sentences", type=int, default=0, help="0: all sentences")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+
+
+def main(args: argparse.Namespace) -> int:
+    cfg = SynthConfig(
+        train_hours=args.train_hours,
+        dev_minutes=args.dev_minutes,
+        test_minutes=args.test_minutes,
+        renders=args.renders,
+        seed=args.seed,
+        engines=tuple(e.strip() for e in args.engines.split(",") if e.strip()),
+        limit_sentences=args.limit_sentences,
+    )
+    started = time.time()
+    sentences, text_counts = fortunes.collect(
+        fortunes.fortune_files(args.fortunes), fortunes.TextConfig()
+    )
+    if cfg.limit_sentences:
+        sentences = sentences[: cfg.limit_sentences]
+    print(f"[synth] {len(sentences)} sentences; text: {dict(text_counts)}", flush=True)
+    jobs = plan(sentences, cfg)
+    args.out.mkdir(parents=True, exist_ok=True)
+    failed = render_all(args.out, jobs, max(1, args.workers))
+    shutil.rmtree(args.out / "tmp", ignore_errors=True)
+    stats = write_outputs(args.out, jobs, sentences)
+    stats |= {
+        "text": dict(text_counts),
+        "render_failed": len(failed),
+        "render_failures": [
+            f"{j.voice.label}: {j.spoken[:60]!r}: {e[:200]}" for j, e in failed[:20]
+        ],
+        "config": asdict(cfg),
+        "build_seconds": round(time.time() - started, 1),
+    }
+    (args.out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+    for split in ("train", "dev", "test"):
+        print(f"[synth] {split}: {json.dumps(stats[split])[:300]}", flush=True)
+    if failed:
+        print(f"[synth] {len(failed)} utterances failed to render; see stats.json", file=sys.stderr)
+    return 0

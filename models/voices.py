@@ -1,0 +1,106 @@
+"""The Debian TTS voices of the corpus and how to make each one speak a sentence to a WAV file.
+
+Three engines, run as subprocesses: espeak-ng (formant synthesis, many accents and variants,
+free rate and pitch), flite (diphone and clustergen voices) and festival (diphone and HTS).
+Held-out voices never appear in training data: they measure generalisation to unseen speakers.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ESPEAK_ACCENTS = (
+    "en-us",
+    "en-gb",
+    "en-gb-scotland",
+    "en-gb-x-rp",
+    "en-gb-x-gbclan",
+    "en-gb-x-gbcwmd",
+    "en-029",
+)
+# espeak-ng --voices=variant, minus whispering, croaking and robotic ones that no listener uses
+ESPEAK_VARIANTS = (
+    *(f"m{i}" for i in range(1, 9)),
+    *(f"f{i}" for i in range(1, 6)),
+    *("adam", "Alex", "Alicia", "Andrea", "Andy", "Annie", "aunty", "belinda", "benjamin"),
+    *("caleb", "david", "ed", "edward", "Gene", "iven", "john", "linda", "max", "Michael"),
+    *("Mike", "paul", "quincy", "rob", "robert", "steph", "zac", "grandma", "grandpa"),
+    *("klatt", "klatt2", "klatt3", "klatt4", "norbert", "shelby", "travis", "victor"),
+)
+SUBPROCESS_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class Voice:
+    engine: str  # "espeak-ng", "flite" or "festival"
+    name: str  # engine's voice name, with an espeak-ng variant after '+'
+
+    @property
+    def label(self) -> str:
+        """'engine:voice+variant', as manifests record it."""
+        return f"{self.engine}:{self.name}"
+
+    @property
+    def slug(self) -> str:
+        """The label as a directory name."""
+        return self.label.replace(":", "_").replace("+", "_")
+
+
+@dataclass(frozen=True)
+class Prosody:
+    rate: float = 1.0  # speaking speed relative to the engine's default
+    pitch: float = 1.0  # pitch relative to the engine's default (festival ignores it)
+
+
+TRAIN_FLITE = tuple(Voice("flite", v) for v in ("kal", "kal16", "rms"))
+TRAIN_FESTIVAL = tuple(Voice("festival", v) for v in ("kal_diphone", "ked_diphone"))
+TRAIN_ESPEAK = tuple(
+    Voice("espeak-ng", f"{a}+{v}") for a in ESPEAK_ACCENTS for v in ESPEAK_VARIANTS
+)
+HELD_OUT = (
+    Voice("flite", "slt"),
+    Voice("flite", "awb"),
+    Voice("festival", "cmu_us_slt_arctic_hts"),
+)
+
+
+def render(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> None:
+    """Speak one sentence into `wav` at the engine's own sample rate."""
+    if voice.engine == "espeak-ng":
+        wpm, pitch = round(175 * prosody.rate), round(50 * prosody.pitch)
+        cmd = ["espeak-ng", "-v", voice.name, "-s", str(wpm), "-p", str(pitch), "-w", str(wav)]
+        _run([*cmd, "--", spoken])
+    elif voice.engine == "flite":
+        stretch = f"duration_stretch={1 / prosody.rate:.3f}"
+        f0 = f"int_f0_target_mean={100 * prosody.pitch:.1f}"
+        flags = ["--setf", stretch, "--setf", f0] if prosody.pitch != 1.0 else ["--setf", stretch]
+        _run(["flite", "-voice", voice.name, *flags, "-t", spoken, "-o", str(wav)])
+    elif voice.engine == "festival":
+        render_festival(voice, [(spoken, prosody, wav)])
+    else:
+        raise ValueError(f"unknown engine {voice.engine!r}; use espeak-ng, flite or festival")
+
+
+def render_festival(voice: Voice, items: list[tuple[str, Prosody, Path]]) -> None:
+    """Many sentences in one festival process: its start-up costs more than a sentence."""
+    lines = [f"(voice_{voice.name})"]
+    for spoken, prosody, wav in items:
+        assert '"' not in spoken and "\\" not in spoken, "spoken text must be normalised"
+        lines.append(f"(Parameter.set 'Duration_Stretch {1 / prosody.rate:.3f})")
+        lines.append(f'(utt.save.wave (utt.synth (Utterance Text "{spoken}")) "{wav}" \'riff)')
+    with tempfile.NamedTemporaryFile("w", suffix=".scm", delete=False) as f:
+        f.write("\n".join(lines) + "\n")
+    try:
+        _run(["festival", "-b", f.name])
+    finally:
+        Path(f.name).unlink()
+
+
+def _run(cmd: list[str]) -> None:
+    done = subprocess.run(cmd, capture_output=True, timeout=SUBPROCESS_TIMEOUT_S, check=False)
+    if done.returncode != 0:
+        err = done.stderr.decode(errors="replace").strip()[-300:]
+        raise RuntimeError(f"{cmd[0]} failed ({done.returncode}): {err}")
