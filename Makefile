@@ -1,0 +1,19 @@
+# The two front-door commands: `make serve` and `make test`. Both set everything up first
+# (Debian packages, .venv with torch pinned, the project) through scripts/setup.sh.
+.PHONY: setup serve test lint typecheck pytest bench-model
+
+setup:
+	@bash scripts/setup.sh
+
+serve: setup
+	.venv/bin/harken serve $(ARGS)
+
+test: setup
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+	.venv/bin/mypy models decoder server
+	.venv/bin/mypy --no-strict-optional --allow-untyped-defs loadtest tests harken_cli.py
+	.venv/bin/python -m pytest -q
+
+bench-model: setup
+	.venv/bin/harken bench-model --out models/results

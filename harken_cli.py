@@ -1,0 +1,49 @@
+"""The `harken` command line: one program, subcommands owned by the packages they drive.
+
+Each subcommand is a module exposing `add_arguments(parser)` and `main(args) -> int`.
+Modules are imported only when their subcommand runs, so `harken --help` stays fast
+and a missing optional dependency of one command never breaks another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("server.cli_serve", "run the streaming ASR server"),
+    "transcribe": ("server.cli_transcribe", "transcribe audio files (in-process or via a server)"),
+    "train": ("models.train", "train an acoustic model from manifests"),
+    "synth": ("models.synth", "synthesise a speech corpus with Debian's TTS engines"),
+    "eval": ("server.cli_eval", "WER/CER of a bundle on a manifest, greedy and with the LM"),
+    "build-lm": ("decoder.build", "build a KenLM n-gram (word or character) for decoding"),
+    "tune-lm": ("server.cli_tune", "search LM weight and insertion bonus on a dev manifest"),
+    "bench-decoder": ("server.cli_bench_decoder", "compare decoders on a manifest"),
+    "bench-model": ("models.bench", "streaming step latency per batch size and precision"),
+    "loadtest": ("loadtest.run", "latency load test against a running server"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="harken", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        parser.print_help() if not argv or argv[0] in ("-h", "--help") else parser.error(
+            f"unknown command {argv[0]!r}; choose one of: {', '.join(COMMANDS)}"
+        )
+        return 0 if not argv or argv[0] in ("-h", "--help") else 2
+    name = argv[0]
+    module = importlib.import_module(COMMANDS[name][0])
+    cmd_parser = argparse.ArgumentParser(prog=f"harken {name}", description=COMMANDS[name][1])
+    module.add_arguments(cmd_parser)
+    args = cmd_parser.parse_args(argv[1:])
+    return int(module.main(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,198 @@
+"""Model bundles: a directory with `model.safetensors`, `config.json` and `CARD.md`.
+
+A bundle is what training hands to serving. Its BatchNorm is folded into the preceding
+weights (DS2 §3.2 keeps running averages for deployment; folding removes the extra op), its
+normalisation statistics and provenance live in `config.json`. Loading checks everything and
+names exactly what is wrong, because a half-loaded model silently produces garbage.
+Other files in the directory (an LM, `decoder.json`) belong to the decoder and are left alone.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from models.config import ModelConfig
+from models.ds2 import DS2, ConvLayer, RecurrentLayer, SequenceBatchNorm
+
+FORMAT = "harken-bundle"
+VERSION = 1
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class BundleError(ValueError):
+    """A bundle directory that cannot be loaded; the message says what to fix."""
+
+
+@torch.no_grad()
+def fold_batchnorm(model: DS2) -> DS2:
+    """A copy of `model` in inference form, each BatchNorm merged into the weights before it."""
+    if model.folded:
+        return model
+    folded = DS2(model.config, folded=True).to(next(model.parameters()).device)
+    src = {k: v for k, v in model.state_dict().items() if ".bn." not in k}
+    dst = folded.state_dict()
+    for k, v in src.items():
+        if k in dst and dst[k].shape == v.shape:
+            dst[k].copy_(v)
+    for a, b in zip(model.conv_stack, folded.conv_stack, strict=True):
+        _fold_into(a.bn, _param(a.conv, "weight"), _param(b.conv, "weight"), _param(b.conv, "bias"))
+    for ra, rb in zip(model.rnn_stack, folded.rnn_stack, strict=True):
+        _fold_into(ra.bn, ra.input_proj.weight, rb.input_proj.weight, rb.input_proj.bias)
+    return folded.eval()
+
+
+def _param(module: torch.nn.Module, name: str) -> torch.Tensor:
+    p = getattr(module, name)
+    assert isinstance(p, torch.Tensor)
+    return p
+
+
+def _fold_into(
+    bn: torch.nn.Module, w: torch.Tensor, w_out: torch.Tensor, b_out: torch.Tensor
+) -> None:
+    assert isinstance(bn, SequenceBatchNorm)
+    scale, shift = bn.scale_shift()
+    shape = (-1,) + (1,) * (w.dim() - 1)
+    w_out.copy_(w * scale.view(shape))
+    b_out.copy_(shift)
+
+
+def save_bundle(
+    model: DS2,
+    path: str | Path,
+    provenance: dict[str, Any] | None = None,
+    card: str | None = None,
+) -> Path:
+    """Write `model` (folded on the way) as a bundle directory at `path`."""
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    m = fold_batchnorm(model.float().eval())
+    state = {
+        k: v.detach().float().contiguous().cpu()
+        for k, v in m.state_dict().items()
+        if k not in ("feat_mean", "feat_std")
+    }
+    save_file(state, str(out / "model.safetensors"))
+    meta = {
+        "format": FORMAT,
+        "version": VERSION,
+        "model": m.config.to_dict(),
+        "batchnorm_folded": True,
+        "normalization": {"mean": m.feat_mean.tolist(), "std": m.feat_std.tolist()},
+        "parameters": m.num_parameters(),
+        "provenance": provenance or {},
+    }
+    (out / "config.json").write_text(json.dumps(meta, indent=1) + "\n")
+    (out / "CARD.md").write_text(card if card is not None else default_card(m, provenance or {}))
+    return out
+
+
+def default_card(model: DS2, provenance: dict[str, Any]) -> str:
+    cfg = model.config
+    lines = [
+        "# harken acoustic model",
+        "",
+        f"- architecture: {cfg.conv_layers} x {cfg.conv_type} conv ({cfg.conv_channels} ch), "
+        f"{cfg.rnn_layers} x {cfg.rnn_type.upper()} {cfg.rnn_hidden}, row conv tau={cfg.row_conv_tau}",
+        f"- parameters: {model.num_parameters():,}",
+        f"- output frame: {cfg.frame_seconds * 1000:.0f} ms; alphabet: {''.join(cfg.alphabet)!r}",
+    ]
+    lines += [f"- {k}: {v}" for k, v in provenance.items()]
+    return "\n".join(lines) + "\n"
+
+
+def read_bundle_config(path: str | Path) -> dict[str, Any]:
+    """The parsed and checked `config.json` of a bundle."""
+    root = Path(path)
+    if not root.is_dir():
+        raise BundleError(
+            f"bundle {root} is not a directory (expected model.safetensors + config.json)"
+        )
+    for name in ("model.safetensors", "config.json"):
+        if not (root / name).is_file():
+            raise BundleError(f"bundle {root} has no {name}")
+    try:
+        meta = json.loads((root / "config.json").read_text())
+    except json.JSONDecodeError as e:
+        raise BundleError(f"{root / 'config.json'} is not valid JSON: {e}") from e
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise BundleError(
+            f"{root / 'config.json'} is not a harken bundle config (format != {FORMAT!r})"
+        )
+    if meta.get("version") != VERSION:
+        raise BundleError(
+            f"bundle version {meta.get('version')!r} unsupported; this harken reads {VERSION}"
+        )
+    for key in ("model", "normalization"):
+        if key not in meta:
+            raise BundleError(f"{root / 'config.json'} lacks {key!r}")
+    return meta
+
+
+def load_bundle(path: str | Path, device: str = "cpu", dtype: torch.dtype = torch.float32) -> DS2:
+    """Load a bundle as an eval-mode `DS2` (its `.config` is the `ModelConfig`)."""
+    root = Path(path)
+    meta = read_bundle_config(root)
+    try:
+        config = ModelConfig.from_dict(meta["model"])
+    except (TypeError, ValueError) as e:
+        raise BundleError(f"{root / 'config.json'}: bad model config: {e}") from e
+    model = DS2(config, folded=bool(meta.get("batchnorm_folded", False)))
+    _load_weights(model, root / "model.safetensors")
+    _load_norm(model, meta["normalization"], root)
+    model.provenance = dict(meta.get("provenance", {}))
+    return model.to(device=device, dtype=dtype).eval()
+
+
+def _load_weights(model: DS2, file: Path) -> None:
+    try:
+        weights = load_file(str(file))
+    except Exception as e:  # safetensors raises several types for corrupt files
+        raise BundleError(f"{file} is not a readable safetensors file: {e}") from e
+    expected = {
+        k: v.shape for k, v in model.state_dict().items() if k not in ("feat_mean", "feat_std")
+    }
+    missing = sorted(set(expected) - set(weights))
+    extra = sorted(set(weights) - set(expected))
+    wrong = [
+        f"{k}: {tuple(weights[k].shape)} != {tuple(s)}"
+        for k, s in expected.items()
+        if k in weights and weights[k].shape != s
+    ]
+    if missing or extra or wrong:
+        raise BundleError(
+            f"{file} does not match its config.json: missing {missing[:5]}, unexpected {extra[:5]}, "
+            f"wrong shapes {wrong[:5]}"
+        )
+    model.load_state_dict(weights, strict=False)
+
+
+def _load_norm(model: DS2, norm: dict[str, Any], root: Path) -> None:
+    n = model.config.features.n_bins
+    mean, std = norm.get("mean"), norm.get("std")
+    if not (isinstance(mean, list) and isinstance(std, list) and len(mean) == len(std) == n):
+        raise BundleError(
+            f"{root / 'config.json'}: normalization mean/std must be lists of {n} numbers"
+        )
+    std_t = torch.tensor(std, dtype=torch.float32)
+    if not bool(torch.all(std_t > 0)):
+        raise BundleError(f"{root / 'config.json'}: normalization std must be positive")
+    model.feat_mean.copy_(torch.tensor(mean, dtype=torch.float32))
+    model.feat_std.copy_(std_t)
+
+
+__all__ = [
+    "DTYPES",
+    "BundleError",
+    "ConvLayer",
+    "RecurrentLayer",
+    "fold_batchnorm",
+    "load_bundle",
+    "read_bundle_config",
+    "save_bundle",
+]

@@ -1,0 +1,110 @@
+"""Every architecture and feature parameter of a harken acoustic model, in frozen dataclasses.
+
+A bundle's `config.json` is exactly `ModelConfig.to_dict()`; nothing about the network lives
+anywhere else, so a bundle fully describes how to rebuild and feed its model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# The English output alphabet (DS2 §3.1). Output index 0 is the CTC blank, index i + 1 is
+# ALPHABET[i]; the decoder reads the alphabet from the bundle, never from here.
+ALPHABET: tuple[str, ...] = (" ", "'", *"abcdefghijklmnopqrstuvwxyz")
+
+
+@dataclass(frozen=True)
+class FeatureConfig:
+    sample_rate: int = 16000  # Hz; every input is resampled to this before featurising
+    window_ms: float = 20.0  # analysis window (DS2 §3.1: 20 ms)
+    hop_ms: float = 10.0  # frame step (10 ms)
+    eps: float = 1e-10  # floor inside the log
+    adaptive_gain: bool = True  # causal level normalisation so quiet and loud speech match
+    gain_time_constant_s: float = 1.0  # how fast the level tracker adapts
+    gain_target_db: float = -20.0  # level the tracker steers every stream towards (dBFS)
+
+    @property
+    def window(self) -> int:
+        """Samples per analysis window."""
+        return int(round(self.sample_rate * self.window_ms / 1000))
+
+    @property
+    def hop(self) -> int:
+        """Samples per frame step."""
+        return int(round(self.sample_rate * self.hop_ms / 1000))
+
+    @property
+    def n_bins(self) -> int:
+        """Spectrogram bins: window // 2 + 1 (161 at 16 kHz and 20 ms)."""
+        return self.window // 2 + 1
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    features: FeatureConfig = field(default_factory=FeatureConfig)
+    alphabet: tuple[str, ...] = ALPHABET  # output symbols, blank excluded (blank is index 0)
+    conv_type: Literal["2d", "1d"] = "2d"  # over frequency and time (DS2 Table 4) or time only
+    conv_layers: int = 2  # 1 to 3
+    conv_channels: int = 32  # channels of each 2D conv, or width of each 1D conv
+    conv_time_kernel: int = 11  # context in frames, centred; the right half is look-ahead
+    conv_freq_kernel: int = 41  # 2D only: kernel height over frequency (first layer)
+    conv_freq_stride: int = 2  # 2D only: frequency stride of each layer
+    time_stride: int = 2  # total stride in time, applied by the first conv layer
+    rnn_type: Literal["gru", "rnn"] = "gru"  # DS2 §3.4
+    rnn_layers: int = 3  # unidirectional recurrent layers
+    rnn_hidden: int = 512  # width of each recurrent layer
+    row_conv_tau: int = 10  # future output steps the row convolution sees (DS2 §3.7)
+    clip: float = 20.0  # clipped ReLU ceiling: min(max(x, 0), clip)
+
+    def __post_init__(self) -> None:
+        _check(1 <= self.conv_layers <= 3, "conv_layers must be 1, 2 or 3")
+        _check(self.conv_type in ("2d", "1d"), "conv_type must be '2d' or '1d'")
+        _check(self.rnn_type in ("gru", "rnn"), "rnn_type must be 'gru' or 'rnn'")
+        _check(self.conv_time_kernel % 2 == 1, "conv_time_kernel must be odd (centred context)")
+        _check(self.time_stride >= 1 and self.rnn_layers >= 1, "time_stride and rnn_layers >= 1")
+        _check(self.row_conv_tau >= 0, "row_conv_tau must be >= 0")
+        _check(
+            self.conv_time_kernel >= 2 * self.time_stride - 1,
+            "conv_time_kernel must be >= 2 * time_stride - 1 so streaming buffers hold its context",
+        )
+        _check(len(set(self.alphabet)) == len(self.alphabet), "alphabet has duplicate symbols")
+
+    @property
+    def vocab_size(self) -> int:
+        """Outputs of the softmax: the alphabet plus the blank."""
+        return len(self.alphabet) + 1
+
+    @property
+    def blank(self) -> int:
+        return 0
+
+    @property
+    def frame_seconds(self) -> float:
+        """Seconds per output frame (hop times time stride)."""
+        return self.features.hop_ms / 1000 * self.time_stride
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["alphabet"] = list(self.alphabet)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
+        """Rebuild from `to_dict()` output; unknown keys are an error, not silently ignored."""
+        d = dict(d)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - known
+        _check(not unknown, f"unknown model config keys: {sorted(unknown)}")
+        feats = d.pop("features", {})
+        fknown = {f.name for f in dataclasses.fields(FeatureConfig)}
+        _check(not (set(feats) - fknown), f"unknown feature keys: {sorted(set(feats) - fknown)}")
+        if "alphabet" in d:
+            d["alphabet"] = tuple(d["alphabet"])
+        return cls(features=FeatureConfig(**feats), **d)
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)

@@ -1,0 +1,280 @@
+"""The Deep Speech 2 network: conv front end, sequence-wise BatchNorm, unidirectional
+recurrent layers, row convolution and the output layer (DS2 §3.1-3.7).
+
+Every layer is written as "pad, then compute on a window", and the streaming code in
+`models/streaming.py` calls the very same `compute` methods on its own buffers, so a chunked
+run and `forward` on the whole utterance are the same arithmetic. Padding frames beyond an
+utterance's length are zeroed after every layer, exactly as a lone utterance would see them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from models.config import ModelConfig
+
+
+def clipped_relu(x: Tensor, clip: float) -> Tensor:
+    """min(max(x, 0), clip): DS2's activation, bounded so fp16 never overflows."""
+    return torch.clamp(x, 0.0, clip)
+
+
+def time_mask(lengths: Tensor, t: int) -> Tensor:
+    """[B, t] bool: True where the frame index is below the utterance length."""
+    return torch.arange(t, device=lengths.device)[None, :] < lengths[:, None]
+
+
+class SequenceBatchNorm(nn.Module):
+    """Sequence-wise BatchNorm (DS2 §3.2) over `dim` features, statistics over batch and
+    the valid time steps only, so padding never skews them. Inference uses running averages.
+    """
+
+    running_mean: Tensor
+    running_var: Tensor
+
+    def __init__(self, features: int, momentum: float = 0.05, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.momentum, self.eps = momentum, eps
+        self.weight = nn.Parameter(torch.ones(features))
+        self.bias = nn.Parameter(torch.zeros(features))
+        self.register_buffer("running_mean", torch.zeros(features))
+        self.register_buffer("running_var", torch.ones(features))
+
+    def scale_shift(self) -> tuple[Tensor, Tensor]:
+        """The inference affine map y = x * scale + shift (used for folding)."""
+        scale = self.weight / torch.sqrt(self.running_var + self.eps)
+        return scale, self.bias - self.running_mean * scale
+
+    def forward(self, x: Tensor, mask: Tensor | None, channel_dim: int) -> Tensor:
+        """x has features on `channel_dim`: 1 for conv maps ([B, C, F, T] or [B, C, T], time
+        last), 2 for sequences [B, T, C]. mask [B, T] marks the valid steps."""
+        shape = [1] * x.dim()
+        shape[channel_dim] = -1
+        if not self.training:
+            scale, shift = self.scale_shift()
+            return x * scale.view(shape).to(x.dtype) + shift.view(shape).to(x.dtype)
+        xf = x.float()
+        ones = torch.ones(x.shape[0], x.shape[-1 if channel_dim == 1 else 1], device=x.device)
+        m = expand_mask(ones if mask is None else mask, xf, time_last=channel_dim == 1)
+        m = m.expand_as(xf)
+        dims = [d for d in range(x.dim()) if d != channel_dim]
+        count = m.sum(dim=dims).clamp_min(1.0)
+        mean = (xf * m).sum(dim=dims) / count
+        var = (((xf - mean.view(shape)) ** 2) * m).sum(dim=dims) / count
+        with torch.no_grad():
+            self.running_mean.lerp_(mean.detach(), self.momentum)
+            self.running_var.lerp_(var.detach(), self.momentum)
+        y = (xf - mean.view(shape)) / torch.sqrt(var.view(shape) + self.eps)
+        return (y * self.weight.view(shape) + self.bias.view(shape)).to(x.dtype)
+
+
+def expand_mask(mask: Tensor, x: Tensor, time_last: bool) -> Tensor:
+    """A [B, T] mask shaped to broadcast against x: time last ([B, C, F, T], [B, C, T]) or
+    time second ([B, T, C])."""
+    m = mask.to(x.dtype)
+    if not time_last:
+        return m[:, :, None]
+    return m[:, None, None, :] if x.dim() == 4 else m[:, None, :]
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """Time geometry of one conv layer, shared by `forward` and the streaming buffers."""
+
+    kernel: int  # time kernel
+    stride: int  # time stride
+    pad: int  # zeros padded on each side in time by `forward`
+
+
+class ConvLayer(nn.Module):
+    """One conv layer: conv (2D over frequency x time, or 1D over time) -> BN -> clipped ReLU."""
+
+    def __init__(self, cfg: ModelConfig, index: int, in_ch: int, folded: bool) -> None:
+        super().__init__()
+        k = cfg.conv_time_kernel
+        self.geom = ConvGeometry(k, cfg.time_stride if index == 0 else 1, (k - 1) // 2)
+        self.is2d, self.clip = cfg.conv_type == "2d", cfg.clip
+        if self.is2d:
+            kf = max(3, (cfg.conv_freq_kernel // 2**index) | 1)
+            self.fpad = (kf - 1) // 2
+            self.conv: nn.Module = nn.Conv2d(
+                in_ch,
+                cfg.conv_channels,
+                (kf, k),
+                (cfg.conv_freq_stride, self.geom.stride),
+                padding=(self.fpad, 0),
+                bias=folded,
+            )
+        else:
+            self.conv = nn.Conv1d(in_ch, cfg.conv_channels, k, self.geom.stride, bias=folded)
+        self.bn: nn.Module = nn.Identity() if folded else SequenceBatchNorm(cfg.conv_channels)
+
+    def compute(self, x: Tensor, out_mask: Tensor | None) -> Tensor:
+        """Convolve an already time-padded map ([B, C, F, T] or [B, C, T]); zero invalid steps."""
+        y: Tensor = self.conv(x)
+        if isinstance(self.bn, SequenceBatchNorm):
+            y = self.bn(y, out_mask, channel_dim=1)
+        y = clipped_relu(y, self.clip)
+        return y if out_mask is None else y * expand_mask(out_mask, y, time_last=True)
+
+    def out_features(self, in_bins: int) -> int:
+        """Frequency bins after this layer (2D only)."""
+        conv = self.conv
+        assert isinstance(conv, nn.Conv2d)
+        kf, sf = conv.kernel_size[0], conv.stride[0]
+        return int((in_bins + 2 * self.fpad - kf) // sf + 1)
+
+
+class RecurrentLayer(nn.Module):
+    """A unidirectional GRU or simple RNN whose input projection W x is batch-normalised
+    (DS2 §3.2). The projection is one matmul over all steps; only U h runs step by step.
+    GRU: r, z = sigmoid(Wx + Uh + b); n = tanh(Wx_n + r * (U_n h + b_n)); h = (1 - z) n + z h.
+    """
+
+    def __init__(self, cfg: ModelConfig, in_dim: int, folded: bool) -> None:
+        super().__init__()
+        self.gru, self.hidden, self.clip = cfg.rnn_type == "gru", cfg.rnn_hidden, cfg.clip
+        gates = 3 if self.gru else 1
+        self.input_proj = nn.Linear(in_dim, gates * cfg.rnn_hidden, bias=folded)
+        self.bn: nn.Module = nn.Identity() if folded else SequenceBatchNorm(gates * cfg.rnn_hidden)
+        self.recurrent = nn.Linear(cfg.rnn_hidden, gates * cfg.rnn_hidden, bias=True)
+
+    def project(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        """[B, T, D] -> BN(W x) [B, T, G*H]."""
+        u: Tensor = self.input_proj(x)
+        if isinstance(self.bn, SequenceBatchNorm):
+            u = self.bn(u, mask, channel_dim=2)
+        return u
+
+    def scan(self, u: Tensor, h: Tensor, update: Tensor | None) -> tuple[Tensor, Tensor]:
+        """Run the recurrence over u [B, T, G*H] from h [B, H]. Where `update` [B, T] is
+        False the state is held (streaming pre-roll). Returns outputs [B, T, H] and last h."""
+        outs = []
+        for t in range(u.shape[1]):
+            h_new = self._cell(u[:, t], h)
+            h = h_new if update is None else torch.where(update[:, t, None], h_new, h)
+            outs.append(h)
+        out = torch.stack(outs, 1) if outs else u.new_zeros(u.shape[0], 0, self.hidden)
+        return out, h
+
+    def _cell(self, u_t: Tensor, h: Tensor) -> Tensor:
+        w = self.recurrent(h)
+        if not self.gru:
+            return clipped_relu(u_t + w, self.clip)
+        ur, uz, un = u_t.chunk(3, dim=-1)
+        wr, wz, wn = w.chunk(3, dim=-1)
+        r = torch.sigmoid(ur + wr)
+        z = torch.sigmoid(uz + wz)
+        n = torch.tanh(un + r * wn)
+        return torch.lerp(n, h, z)
+
+
+class RowConv(nn.Module):
+    """Row convolution (DS2 §3.7): out[t] = sum_{j=0..tau} W[:, j] * h[t + j], per feature.
+    `forward` pads tau zeros on the right; streaming keeps the last tau inputs instead."""
+
+    def __init__(self, hidden: int, tau: int) -> None:
+        super().__init__()
+        self.tau = tau
+        self.weight = nn.Parameter(torch.zeros(hidden, 1, tau + 1))
+        with torch.no_grad():
+            self.weight[:, 0, 0] = 1.0  # starts as identity: no look-ahead until learnt
+
+    def compute(self, h: Tensor) -> Tensor:
+        """h [B, T + tau, H] (already padded or buffered) -> [B, T, H]."""
+        y = F.conv1d(h.transpose(1, 2), self.weight.to(h.dtype), groups=h.shape[-1])
+        return y.transpose(1, 2)
+
+
+class DS2(nn.Module):
+    """The acoustic model. Input: raw log-spectrogram frames; the per-bin normalisation
+    measured on the training set is part of the model (buffers `feat_mean`, `feat_std`)."""
+
+    feat_mean: Tensor
+    feat_std: Tensor
+
+    def __init__(self, config: ModelConfig, folded: bool = False) -> None:
+        super().__init__()
+        self.config, self.folded = config, folded
+        self.provenance: dict[str, object] = {}  # filled by load_bundle from config.json
+        n_bins = config.features.n_bins
+        self.register_buffer("feat_mean", torch.zeros(n_bins))
+        self.register_buffer("feat_std", torch.ones(n_bins))
+        self.convs = nn.ModuleList()
+        in_ch, bins = (1, n_bins) if config.conv_type == "2d" else (n_bins, 1)
+        for i in range(config.conv_layers):
+            layer = ConvLayer(config, i, in_ch, folded)
+            bins = layer.out_features(bins) if config.conv_type == "2d" else 1
+            in_ch = config.conv_channels
+            self.convs.append(layer)
+        rnn_in = in_ch * bins
+        self.rnns = nn.ModuleList()
+        for _ in range(config.rnn_layers):
+            self.rnns.append(RecurrentLayer(config, rnn_in, folded))
+            rnn_in = config.rnn_hidden
+        self.row_conv = RowConv(config.rnn_hidden, config.row_conv_tau)
+        self.output = nn.Linear(config.rnn_hidden, config.vocab_size)
+
+    @property
+    def conv_stack(self) -> list[ConvLayer]:
+        return [cast(ConvLayer, m) for m in self.convs]
+
+    @property
+    def rnn_stack(self) -> list[RecurrentLayer]:
+        return [cast(RecurrentLayer, m) for m in self.rnns]
+
+    def normalize(self, feats: Tensor) -> Tensor:
+        """Per-bin mean/variance normalisation with the training set's statistics."""
+        return (feats - self.feat_mean.to(feats.dtype)) / self.feat_std.to(feats.dtype)
+
+    def output_lengths(self, lengths: Tensor) -> Tensor:
+        """Output frames for input lengths: ceil(T / time_stride)."""
+        s = self.config.time_stride
+        return torch.div(lengths + s - 1, s, rounding_mode="floor")
+
+    def conv_input(self, x: Tensor) -> Tensor:
+        """[B, T, F] -> the first conv's layout ([B, 1, F, T] or [B, F, T])."""
+        x = x.transpose(1, 2)
+        return x.unsqueeze(1) if self.config.conv_type == "2d" else x
+
+    @staticmethod
+    def flatten(y: Tensor) -> Tensor:
+        """Conv output -> [B, T, C * F] sequence."""
+        if y.dim() == 4:
+            y = y.flatten(1, 2)
+        return y.transpose(1, 2)
+
+    def head(self, r: Tensor) -> Tensor:
+        """Row-conv output [B, T, H] -> log-probs [B, T, V] (softmax in fp32)."""
+        return F.log_softmax(self.output(r).float(), dim=-1)
+
+    def forward(self, feats: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """feats [B, T, F] raw log-spectrogram, lengths [B] frames ->
+        (log_probs [B, T', V] float32, out_lengths [B]). Steps past a length are padding."""
+        B, T, _ = feats.shape
+        if T == 0:
+            return feats.new_zeros(B, 0, self.config.vocab_size, dtype=torch.float32), lengths * 0
+        x = self.normalize(feats) * time_mask(lengths, T)[:, :, None].to(feats.dtype)
+        x = self.conv_input(x)
+        n = lengths
+        for layer in self.conv_stack:
+            g = layer.geom
+            n = torch.div(n + g.stride - 1, g.stride, rounding_mode="floor")
+            x = F.pad(x, (g.pad, g.pad))
+            x = layer.compute(x, time_mask(n, (x.shape[-1] - g.kernel) // g.stride + 1))
+        h = self.flatten(x)
+        mask = time_mask(n, h.shape[1])
+        for rnn in self.rnn_stack:
+            u = rnn.project(h, mask)
+            h, _ = rnn.scan(u, u.new_zeros(B, rnn.hidden), None)
+            h = h * mask[:, :, None].to(h.dtype)
+        r = self.row_conv.compute(F.pad(h, (0, 0, 0, self.row_conv.tau)))
+        return self.head(r), n
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,120 @@
+"""Audio features: log power spectrogram (DS2 §3.1) with causal adaptive gain.
+
+`featurize` handles a whole signal; `StreamingFeaturizer` consumes samples in chunks of any
+size and yields exactly the same frames, so a server stream and an offline file agree.
+Frames are complete windows only: frame t covers samples [t * hop, t * hop + window).
+Per-bin mean/variance normalisation lives in the model (its statistics travel with the
+weights in the bundle), so features here are raw log power.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from models.config import FeatureConfig
+
+F32 = npt.NDArray[np.float32]
+
+_SILENCE_DB = -60.0  # frames quieter than this do not move the level tracker
+_PAUSE_DB = 20.0  # frames this far below the tracked level are pauses, not speech
+_DB_TO_LOG = math.log(10.0) / 10.0  # dB of power -> natural-log power
+
+
+def _hann(window: int) -> F32:
+    return np.hanning(window + 1)[:-1].astype(np.float32)  # periodic Hann
+
+
+def _frames(audio: F32, cfg: FeatureConfig) -> F32:
+    """Complete analysis windows of `audio` as a [T, window] strided view."""
+    n = 0 if len(audio) < cfg.window else 1 + (len(audio) - cfg.window) // cfg.hop
+    if n == 0:
+        return np.zeros((0, cfg.window), np.float32)
+    return np.lib.stride_tricks.as_strided(
+        audio, shape=(n, cfg.window), strides=(audio.strides[0] * cfg.hop, audio.strides[0])
+    )
+
+
+def _log_power(frames: F32, cfg: FeatureConfig) -> tuple[F32, F32]:
+    """Log power spectrum [T, F] and per-frame level in dBFS [T]."""
+    spec = np.fft.rfft(frames * _hann(cfg.window), axis=-1)
+    power = (spec.real**2 + spec.imag**2).astype(np.float32) / np.float32(cfg.window)
+    level_db = 10.0 * np.log10(np.mean(frames.astype(np.float64) ** 2, axis=-1) + cfg.eps)
+    return np.log(power + np.float32(cfg.eps)), level_db.astype(np.float32)
+
+
+@dataclass
+class GainState:
+    """Causal level tracker: an exponential average of speech-frame levels in dB."""
+
+    level_db: float | None = None
+
+
+def apply_gain(logspec: F32, level_db: F32, state: GainState, cfg: FeatureConfig) -> F32:
+    """Shift each frame so the tracked level sits at `cfg.gain_target_db` (in place).
+
+    Only frames louder than -60 dBFS and within 20 dB of the current level update the
+    tracker, so pauses do not drag the level down; the first such frame sets it directly,
+    so a quiet speaker is corrected at once.
+    """
+    alpha = 1.0 - math.exp(-cfg.hop_ms / 1000.0 / cfg.gain_time_constant_s)
+    offsets = np.empty(len(level_db), np.float32)
+    level = state.level_db
+    for t, e in enumerate(level_db.tolist()):
+        if level is None and e > _SILENCE_DB:
+            level = e
+        elif level is not None and e > max(_SILENCE_DB, level - _PAUSE_DB):
+            level += alpha * (e - level)
+        offsets[t] = 0.0 if level is None else (level - cfg.gain_target_db) * _DB_TO_LOG
+    state.level_db = level
+    logspec -= offsets[:, None]
+    return logspec
+
+
+def _validate(audio: npt.NDArray[np.floating], cfg: FeatureConfig) -> F32:
+    a = np.asarray(audio)
+    if a.ndim != 1:
+        raise ValueError(f"audio must be mono (1-D), got shape {a.shape}; mix channels first")
+    if not np.issubdtype(a.dtype, np.floating):
+        raise ValueError(f"audio must be float in [-1, 1], got {a.dtype}; divide PCM16 by 32768")
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def featurize(audio: npt.NDArray[np.floating], cfg: FeatureConfig) -> F32:
+    """Log power spectrogram [T, n_bins] of mono float audio at `cfg.sample_rate`."""
+    a = _validate(audio, cfg)
+    logspec, level = _log_power(_frames(a, cfg), cfg)
+    if cfg.adaptive_gain:
+        apply_gain(logspec, level, GainState(), cfg)
+    return logspec
+
+
+class StreamingFeaturizer:
+    """Chunked `featurize`: push samples of any size, get the frames completed so far."""
+
+    def __init__(self, cfg: FeatureConfig) -> None:
+        self.cfg = cfg
+        self._buf = np.zeros(0, np.float32)
+        self._gain = GainState()
+        self.frames_out = 0
+
+    def push(self, samples: npt.NDArray[np.floating]) -> F32:
+        """Append samples; return the [t, n_bins] frames that are now complete."""
+        a = _validate(samples, self.cfg)
+        self._buf = np.concatenate([self._buf, a]) if len(self._buf) else a.copy()
+        frames = _frames(self._buf, self.cfg)
+        n = len(frames)
+        logspec, level = _log_power(frames, self.cfg)
+        if self.cfg.adaptive_gain:
+            apply_gain(logspec, level, self._gain, self.cfg)
+        self._buf = self._buf[n * self.cfg.hop :].copy() if n else self._buf
+        self.frames_out += n
+        return logspec
+
+
+def num_frames(num_samples: int, cfg: FeatureConfig) -> int:
+    """Frames that `featurize` yields for a signal of `num_samples` samples."""
+    return 0 if num_samples < cfg.window else 1 + (num_samples - cfg.window) // cfg.hop

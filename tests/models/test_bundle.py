@@ -1,0 +1,78 @@
+"""Bundles round-trip exactly, fold BatchNorm without changing outputs, and explain breakage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from models.bundle import BundleError, load_bundle, save_bundle
+from models.ds2 import DS2
+
+
+def test_round_trip_with_folded_batchnorm(tiny_model: DS2, tmp_path: Path) -> None:
+    x, lengths = torch.randn(3, 30, 161), torch.tensor([30, 12, 5])
+    with torch.no_grad():
+        ref, _ = tiny_model(x, lengths)
+    save_bundle(tiny_model, tmp_path / "b", provenance={"data": "unit test"})
+    loaded = load_bundle(tmp_path / "b")
+    assert loaded.folded and loaded.config == tiny_model.config
+    assert loaded.provenance == {"data": "unit test"}
+    assert not any(".bn." in k for k in loaded.state_dict())
+    with torch.no_grad():
+        out, _ = loaded(x, lengths)
+    torch.testing.assert_close(out, ref, atol=1e-4, rtol=0)
+    assert "parameters" in (tmp_path / "b" / "CARD.md").read_text()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_loads_in_half_precision(tiny_model: DS2, tmp_path: Path, dtype: torch.dtype) -> None:
+    save_bundle(tiny_model, tmp_path)
+    model = load_bundle(tmp_path, dtype=dtype)
+    assert next(model.parameters()).dtype == dtype
+
+
+def _break(path: Path, what: str) -> None:
+    cfg = json.loads((path / "config.json").read_text())
+    if what == "no-weights":
+        (path / "model.safetensors").unlink()
+    elif what == "bad-json":
+        (path / "config.json").write_text("{not json")
+    elif what == "mismatch":
+        cfg["model"]["rnn_hidden"] *= 2
+        (path / "config.json").write_text(json.dumps(cfg))
+    elif what == "unknown-key":
+        cfg["model"]["wings"] = 2
+        (path / "config.json").write_text(json.dumps(cfg))
+    elif what == "norm":
+        cfg["normalization"]["std"] = [0.0] * 161
+        (path / "config.json").write_text(json.dumps(cfg))
+    elif what == "corrupt":
+        (path / "model.safetensors").write_bytes(b"\x00" * 64)
+
+
+@pytest.mark.parametrize(
+    ("what", "message"),
+    [
+        ("no-weights", "no model.safetensors"),
+        ("bad-json", "not valid JSON"),
+        ("mismatch", "wrong shapes"),
+        ("unknown-key", "unknown model config keys.*wings"),
+        ("norm", "std must be positive"),
+        ("corrupt", "not a readable safetensors"),
+    ],
+)
+def test_broken_bundle_says_what_is_wrong(
+    tiny_model: DS2, tmp_path: Path, what: str, message: str
+) -> None:
+    save_bundle(tiny_model, tmp_path)
+    _break(tmp_path, what)
+    with pytest.raises(BundleError, match=message):
+        load_bundle(tmp_path)
+
+
+def test_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(BundleError, match="not a directory"):
+        load_bundle(tmp_path / "nope")
