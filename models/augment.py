@@ -1,0 +1,121 @@
+"""On-the-fly audio augmentation: speed, reverberation, additive noise and gain.
+
+Synthetic voices are clean and identical on every render; a model trained on them alone
+learns the engines, not speech. Each example is perturbed afresh every epoch, in data-loader
+worker processes (seeds/000 §2: features are computed next to the trainer, not stored), from
+a generator seeded by (seed, epoch, index) so a resumed run sees exactly the same audio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import soxr
+
+F32 = npt.NDArray[np.float32]
+SAMPLE_RATE = 16000
+BabbleSource = Callable[[np.random.Generator], F32]  # returns another utterance's audio
+
+
+@dataclass(frozen=True)
+class AugmentConfig:
+    p_speed: float = 0.5  # probability of speed perturbation
+    speed: tuple[float, float] = (0.9, 1.1)  # tempo factor range (>1 is faster)
+    p_reverb: float = 0.3  # probability of a synthetic room
+    rt60_s: tuple[float, float] = (0.15, 0.7)  # time for the room's echo to decay by 60 dB
+    p_noise: float = 0.6  # probability of additive noise
+    snr_db: tuple[float, float] = (5.0, 30.0)  # signal-to-noise ratio range
+    p_babble: float = 0.3  # share of noisy examples whose noise is babble (other utterances)
+    p_gain: float = 0.5  # probability of a level change
+    gain_db: tuple[float, float] = (-12.0, 6.0)  # level change range
+
+    def __post_init__(self) -> None:
+        for name in ("p_speed", "p_reverb", "p_noise", "p_babble", "p_gain"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"AugmentConfig.{name} must be a probability in [0, 1]")
+        for name in ("speed", "rt60_s", "snr_db", "gain_db"):
+            low, high = getattr(self, name)
+            if low > high:
+                raise ValueError(f"AugmentConfig.{name} must be (low, high) with low <= high")
+        if self.speed[0] <= 0 or self.rt60_s[0] <= 0:
+            raise ValueError("AugmentConfig.speed and rt60_s must be positive")
+
+
+def augment(
+    audio: F32, cfg: AugmentConfig, rng: np.random.Generator, babble: BabbleSource | None = None
+) -> F32:
+    """Perturb one utterance (float32, 16 kHz); length changes only by the speed factor."""
+    if rng.random() < cfg.p_speed:
+        audio = change_speed(audio, rng.uniform(*cfg.speed))
+    if rng.random() < cfg.p_reverb:
+        audio = reverberate(audio, rng.uniform(*cfg.rt60_s), rng)
+    if rng.random() < cfg.p_noise:
+        use_babble = babble is not None and rng.random() < cfg.p_babble
+        noise = babble_noise(len(audio), babble, rng) if babble and use_babble else None
+        if noise is None:
+            noise = coloured_noise(len(audio), rng.uniform(0.0, 2.0), rng)
+        audio = add_noise(audio, noise, rng.uniform(*cfg.snr_db))
+    if rng.random() < cfg.p_gain:
+        audio = audio * np.float32(10 ** (rng.uniform(*cfg.gain_db) / 20))
+    return np.clip(audio, -1.0, 1.0).astype(np.float32)
+
+
+def change_speed(audio: F32, factor: float) -> F32:
+    """Play `factor` times faster (pitch moves too, as in Kaldi's speed perturbation)."""
+    out = soxr.resample(audio, SAMPLE_RATE, SAMPLE_RATE / factor, quality="HQ")
+    return np.asarray(out, dtype=np.float32)
+
+
+def reverberate(audio: F32, rt60_s: float, rng: np.random.Generator) -> F32:
+    """Convolve with exponentially decaying noise (a diffuse room) plus the direct path."""
+    n = max(1, int(rt60_s * SAMPLE_RATE))
+    t = np.arange(n) / SAMPLE_RATE
+    ir = rng.standard_normal(n) * np.exp(-6.9 * t / rt60_s)  # e^-6.9 = -60 dB
+    ir[0] = 0.0
+    ir *= 0.5 / max(float(np.sqrt(np.sum(ir**2))), 1e-9)  # reverberant energy below direct
+    ir[0] = 1.0
+    size = 1 << int(np.ceil(np.log2(len(audio) + n)))
+    wet = np.fft.irfft(np.fft.rfft(audio, size) * np.fft.rfft(ir, size), size)[: len(audio)]
+    return _match_rms(wet, audio)
+
+
+def coloured_noise(n: int, exponent: float, rng: np.random.Generator) -> F32:
+    """Noise with power spectrum 1/f^exponent: 0 white, 1 pink, 2 brown; unit RMS."""
+    spectrum = np.fft.rfft(rng.standard_normal(n))
+    freqs = np.fft.rfftfreq(n)
+    freqs[0] = freqs[1] if n > 1 else 1.0
+    noise = np.fft.irfft(spectrum / freqs ** (exponent / 2), n)
+    return (noise / max(float(np.std(noise)), 1e-9)).astype(np.float32)
+
+
+def babble_noise(n: int, source: BabbleSource, rng: np.random.Generator) -> F32 | None:
+    """Three to six other utterances summed at random offsets: crowd-like speech noise."""
+    total = np.zeros(n, dtype=np.float32)
+    for _ in range(int(rng.integers(3, 7))):
+        other = source(rng)
+        if other.size == 0:
+            continue
+        reps = int(np.ceil(n / other.size)) + 1
+        shift = int(rng.integers(0, other.size))
+        total += np.tile(other, reps)[shift : shift + n]
+    rms = float(np.sqrt(np.mean(total**2))) if n else 0.0
+    return None if rms < 1e-6 else total / np.float32(rms)
+
+
+def add_noise(audio: F32, noise: F32, snr_db: float) -> F32:
+    """Mix `noise` in at `snr_db` below the speech's RMS."""
+    speech_rms = float(np.sqrt(np.mean(audio**2))) if audio.size else 0.0
+    noise_rms = float(np.sqrt(np.mean(noise**2))) if noise.size else 0.0
+    if speech_rms < 1e-9 or noise_rms < 1e-9:
+        return audio
+    scale = speech_rms / noise_rms / 10 ** (snr_db / 20)
+    return (audio + noise * np.float32(scale)).astype(np.float32)
+
+
+def _match_rms(x: npt.NDArray[np.floating], reference: F32) -> F32:
+    ref = float(np.sqrt(np.mean(reference**2))) if reference.size else 0.0
+    cur = float(np.sqrt(np.mean(x**2))) if x.size else 0.0
+    return (x * (ref / cur if cur > 1e-9 else 1.0)).astype(np.float32)

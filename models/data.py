@@ -1,0 +1,115 @@
+"""Training examples: audio from a manifest, augmented, featurised and labelled, and batched.
+
+`SpeechDataset` does all the per-utterance work in `__getitem__`, so a DataLoader with workers
+runs it in parallel processes beside the trainer (seeds/000 §2-3); `collate` pads a batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import soundfile as sf
+import soxr
+import torch
+from torch.utils.data import Dataset
+
+from models.augment import F32, SAMPLE_RATE, AugmentConfig, augment
+from models.config import ALPHABET, FeatureConfig
+from models.features import featurize
+from models.manifest import Utterance
+
+
+class Example(NamedTuple):
+    feats: torch.Tensor  # [T, F] float32 log-spectrogram frames
+    labels: torch.Tensor  # [L] int64 alphabet index + 1 (0 is the CTC blank)
+    position: int  # index of the utterance in the manifest
+
+
+class Batch(NamedTuple):
+    feats: torch.Tensor  # [B, T, F] float32, zero-padded after each utterance's frames
+    feat_lengths: torch.Tensor  # [B] int64 frames
+    labels: torch.Tensor  # [sum of label_lengths] int64, concatenated (as CTCLoss accepts)
+    label_lengths: torch.Tensor  # [B] int64
+    indices: torch.Tensor  # [B] int64 manifest positions, for logs and resume checks
+
+
+def encode(text: str, alphabet: Sequence[str] = ALPHABET) -> list[int]:
+    """Transcript to label ids (alphabet index + 1); raises naming an unknown character."""
+    ids = {c: i + 1 for i, c in enumerate(alphabet)}
+    try:
+        return [ids[c] for c in text]
+    except KeyError as e:
+        raise ValueError(f"character {e.args[0]!r} of {text!r} is not in the alphabet") from None
+
+
+def load_audio(path: str, sample_rate: int = SAMPLE_RATE) -> F32:
+    """Mono float32 at `sample_rate`, whatever the file's rate and channels."""
+    audio, rate = sf.read(path, dtype="float32", always_2d=True)
+    mono = audio.mean(axis=1)
+    if rate != sample_rate:
+        mono = soxr.resample(mono, rate, sample_rate, quality="HQ")
+    return np.ascontiguousarray(mono, dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    features: FeatureConfig  # must equal the model's feature parameters
+    augment: AugmentConfig | None = None  # None: clean audio (dev, test, evaluation)
+    seed: int = 0  # with the epoch and index, fixes every random perturbation
+
+
+class SpeechDataset(Dataset[Example]):
+    """Utterances of a manifest as (features, labels); augmentation is seeded per
+    (seed, epoch, index), so workers, reruns and resumed runs produce identical examples.
+    Call `set_epoch` before creating each epoch's DataLoader iterator (workers copy it)."""
+
+    def __init__(self, utterances: Sequence[Utterance], cfg: DataConfig) -> None:
+        if not utterances:
+            raise ValueError("the manifest has no utterances")
+        self.utterances, self.cfg, self.epoch = list(utterances), cfg, 0
+        self.labels = [encode(u.text) for u in self.utterances]
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.utterances)
+
+    def durations(self) -> list[float]:
+        """Seconds per utterance (from the manifest, else the file header): sampler lengths."""
+        return [u.duration or sf.info(str(u.audio)).duration for u in self.utterances]
+
+    def __getitem__(self, index: int) -> Example:
+        audio = load_audio(str(self.utterances[index].audio), self.cfg.features.sample_rate)
+        if self.cfg.augment is not None:
+            rng = np.random.default_rng([self.cfg.seed, self.epoch, index])
+            audio = augment(audio, self.cfg.augment, rng, self._babble)
+        feats = featurize(audio, self.cfg.features)
+        labels = torch.tensor(self.labels[index], dtype=torch.int64)
+        return Example(torch.from_numpy(np.ascontiguousarray(feats)), labels, index)
+
+    def _babble(self, rng: np.random.Generator) -> F32:
+        other = self.utterances[int(rng.integers(len(self.utterances)))]
+        return load_audio(str(other.audio), self.cfg.features.sample_rate)
+
+
+def collate(examples: Sequence[Example]) -> Batch:
+    """Pad features to the longest in the batch; concatenate labels."""
+    if not examples:
+        raise ValueError("cannot collate an empty batch")
+    lengths = [e.feats.shape[0] for e in examples]
+    n_bins = examples[0].feats.shape[1]
+    feats = torch.zeros(len(examples), max(lengths), n_bins, dtype=torch.float32)
+    for i, e in enumerate(examples):
+        assert e.feats.shape[1] == n_bins, "examples have different feature sizes"
+        feats[i, : lengths[i]] = e.feats
+    return Batch(
+        feats=feats,
+        feat_lengths=torch.tensor(lengths, dtype=torch.int64),
+        labels=torch.cat([e.labels for e in examples]),
+        label_lengths=torch.tensor([len(e.labels) for e in examples], dtype=torch.int64),
+        indices=torch.tensor([e.position for e in examples], dtype=torch.int64),
+    )
