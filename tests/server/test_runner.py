@@ -1,0 +1,95 @@
+"""ModelRunner: batched, interleaved streams give what the model gives each stream alone."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from models.bundle import load_bundle
+from models.features import featurize
+from server.dispatch import BatchDispatcher, Work
+from server.runner import Chunk, ModelRunner
+
+
+def _utterance(seed: int, seconds: float) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(16000 * seconds)) / 16000
+    tone = 0.3 * np.sin(2 * np.pi * (200 + 100 * seed) * t)
+    return (tone + 0.05 * rng.standard_normal(len(t))).astype(np.float32)
+
+
+def _whole(model: torch.nn.Module, feats: np.ndarray) -> np.ndarray:
+    with torch.no_grad():
+        log_probs, n = model(torch.from_numpy(feats)[None], torch.tensor([len(feats)]))
+    return log_probs[0, : int(n[0])].numpy()
+
+
+def _chunks(feats: np.ndarray, size: int, stride: int) -> list[tuple[np.ndarray, bool]]:
+    """Steps of `size` frames (a multiple of the stride), then the tail as the last chunk."""
+    body = len(feats) - len(feats) % stride
+    steps = [(feats[i : min(i + size, body)], False) for i in range(0, body, size)]
+    return [*steps, (feats[body:], True)]
+
+
+def test_interleaved_streams_through_the_dispatcher_equal_whole_utterances(
+    tiny_bundle: Path,
+) -> None:
+    runner = ModelRunner.from_bundle(str(tiny_bundle))
+    model = load_bundle(tiny_bundle)
+    stride = model.config.time_stride
+    feats = [
+        featurize(_utterance(s, secs), model.config.features)
+        for s, secs in [(0, 1.3), (1, 0.71), (2, 2.0)]
+    ]
+    sizes = [8, 4, 16]  # different chunkings: steps are grouped by length inside a batch
+
+    async def stream(d: BatchDispatcher[Chunk, np.ndarray], f: np.ndarray, size: int) -> np.ndarray:
+        sid = d.open_stream()
+        outs = [await d.submit(sid, Chunk(c), last) for c, last in _chunks(f, size, stride)]
+        return np.concatenate(outs)
+
+    async def main() -> list[np.ndarray]:
+        d: BatchDispatcher[Chunk, np.ndarray] = BatchDispatcher(runner)
+        d.start()
+        try:
+            return await asyncio.gather(
+                *(stream(d, f, n) for f, n in zip(feats, sizes, strict=True))
+            )
+        finally:
+            await d.stop()
+
+    outputs = asyncio.run(main())
+    for f, out in zip(feats, outputs, strict=True):
+        np.testing.assert_allclose(out, _whole(model, f), atol=1e-4)
+    assert runner.streams == 0  # every finished stream's state is gone
+    runner.close()
+
+
+def test_bad_chunks_are_refused_with_what_to_change(tiny_bundle: Path) -> None:
+    runner = ModelRunner.from_bundle(str(tiny_bundle))
+    n_bins = runner.model.config.features.n_bins
+    with pytest.raises(ValueError, match="multiple of 2 frames, got 3"):
+        runner.run_sync([Work(1, Chunk(np.zeros((3, n_bins), np.float32)))])
+    with pytest.raises(ValueError, match=f"feats must be \\[T, {n_bins}\\]"):
+        runner.run_sync([Work(1, Chunk(np.zeros((4, 7), np.float32)))])
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        ModelRunner.from_bundle(str(tiny_bundle), dtype="fp8")
+    runner.release(1)
+    assert runner.streams == 0
+    runner.close()
+
+
+def test_release_drops_a_stream_state(tiny_bundle: Path) -> None:
+    runner = ModelRunner.from_bundle(str(tiny_bundle))
+    n_bins = runner.model.config.features.n_bins
+    runner.run_sync([Work(7, Chunk(np.zeros((4, n_bins), np.float32)))])
+    assert runner.streams == 1
+    runner.release(7)
+    assert runner.streams == 0
+    runner.warmup()
+    assert runner.streams == 0
+    runner.close()
