@@ -33,6 +33,7 @@ from models.text import Normalised
 from models.voices import Prosody, Voice
 
 SAMPLE_RATE = 16000
+SPLITS = ("train", "dev", "test")
 SECONDS_PER_WORD = 0.36  # planning estimate at the engines' default rate; stats use real sizes
 # Share of training utterances per voice family: espeak-ng has the most speakers and accents;
 # the natural-sounding flite and festival voices are closest to the held-out ones.
@@ -83,6 +84,8 @@ def training_voices(engines: Sequence[str]) -> tuple[list[Voice], list[float]]:
     pool, weights = [], []
     for family, members in families.items():
         usable = [v for v in members if v.engine in engines]
+        if not usable:
+            continue
         pool += usable
         weights += [FAMILY_WEIGHTS[family] / len(usable)] * len(usable)
     if not pool:
@@ -231,7 +234,7 @@ def write_outputs(out_dir: Path, jobs: list[Job], sentences: list[Normalised]) -
         duration = info.frames / info.samplerate
         rows[job.split].append(Utterance(wav, job.text, duration, job.voice.label))
         seconds[job.split][job.voice.label] += duration
-    for split in ("train", "dev", "test"):
+    for split in SPLITS:
         write_manifest(out_dir / f"{split}.jsonl", rows[split])
     held_text = {j.text for j in jobs if j.split != "train"}
     lm = [s.text for s in sentences if s.text not in held_text]
@@ -242,7 +245,7 @@ def write_outputs(out_dir: Path, jobs: list[Job], sentences: list[Normalised]) -
             "hours": round(sum(seconds[split].values()) / 3600, 3),
             "hours_per_voice": {v: round(s / 3600, 4) for v, s in sorted(seconds[split].items())},
         }
-        for split in ("train", "dev", "test")
+        for split in SPLITS
     } | {"lm_sentences": len(lm)}
 
 
@@ -292,7 +295,7 @@ def main(args: argparse.Namespace) -> int:
         "build_seconds": round(time.time() - started, 1),
     }
     (args.out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
-    for split in ("train", "dev", "test"):
+    for split in SPLITS:
         print(f"[synth] {split}: {json.dumps(stats[split])[:300]}", flush=True)
     if failed:
         print(f"[synth] {len(failed)} utterances failed to render; see stats.json", file=sys.stderr)

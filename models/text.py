@@ -213,7 +213,8 @@ def _time(out: _Out, m: re.Match[str], nxt: Next) -> None:
 def _money(out: _Out, m: re.Match[str], nxt: Next) -> None:
     """'$5' -> 'five dollars', '$2.50' -> 'two dollars fifty cents', '$3 million' too."""
     amount = m.group()[1:]
-    scale = nxt[0].group().lower() if nxt and nxt[0].lastgroup == "word" else ""
+    is_word = nxt and nxt[0].lastgroup in ("word", "abbrev")
+    scale = nxt[0].group().lower().rstrip(".") if is_word else ""
     if scale in numbers.SCALE_WORDS:
         out.add(_amount(amount))
         out.pending = "dollars"  # said after the scale word: 'three million dollars'

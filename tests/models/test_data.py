@@ -1,0 +1,186 @@
+"""Manifests, batch construction, augmentation and the dataset the trainer consumes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+
+from models.augment import AugmentConfig, augment, change_speed
+from models.batching import (
+    STRATEGIES,
+    BatchConfig,
+    BatchSampler,
+    epoch_batches,
+    padding_ratio,
+)
+from models.config import FeatureConfig
+from models.data import DataConfig, SpeechDataset, collate, encode
+from models.manifest import ManifestError, Utterance, read_manifest, write_manifest
+
+RNG = np.random.default_rng(0)
+LENGTHS = [float(x) for x in RNG.uniform(1.0, 15.0, size=203)]
+
+
+def test_manifest_round_trip(tmp_path: Path) -> None:
+    wav = tmp_path / "a" / "x.wav"
+    utts = [Utterance(wav, "hello world", 1.5, "flite:kal"), Utterance(wav, "hi")]
+    write_manifest(tmp_path / "m.jsonl", utts)
+    first = json.loads((tmp_path / "m.jsonl").read_text().splitlines()[0])
+    assert first["audio"] == "a/x.wav"  # relative to the manifest
+    assert read_manifest(tmp_path / "m.jsonl") == [
+        Utterance(wav.resolve(), "hello world", 1.5, "flite:kal"),
+        Utterance(wav.resolve(), "hi"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ('{"audio": "a.wav", "text": "ok"', "not valid JSON"),
+        ('["a.wav", "ok"]', "expected a JSON object"),
+        ('{"audio": "a.wav"}', '"text" must be a non-empty string'),
+        ('{"audio": "a.wav", "text": "Hello!"}', "outside the alphabet"),
+        ('{"audio": "a.wav", "text": "ok", "duration": -1}', '"duration" must be a positive'),
+        ('{"audio": "a.wav", "text": "ok", "speaker": 3}', "unknown keys ['speaker']"),
+    ],
+)
+def test_manifest_reader_names_the_broken_line(tmp_path: Path, line: str, problem: str) -> None:
+    path = tmp_path / "broken.jsonl"
+    path.write_text('{"audio": "a.wav", "text": "fine"}\n\n' + line + "\n")
+    with pytest.raises(ManifestError) as e:
+        read_manifest(path)
+    assert "broken.jsonl:3: " in str(e.value) and problem in str(e.value)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_every_utterance_once_per_epoch_and_deterministic(strategy: str) -> None:
+    cfg = BatchConfig(strategy=strategy, batch_size=16, bins=8, seed=3)
+    for epoch in range(3):
+        batches = epoch_batches(LENGTHS, cfg, epoch)
+        assert sorted(i for b in batches for i in b) == list(range(len(LENGTHS)))
+        assert all(1 <= len(b) <= 16 for b in batches)
+        assert batches == epoch_batches(LENGTHS, cfg, epoch)
+    assert epoch_batches(LENGTHS, cfg, 1) != epoch_batches(LENGTHS, cfg, 2)
+    other_seed = BatchConfig(strategy=strategy, batch_size=16, bins=8, seed=4)
+    assert epoch_batches(LENGTHS, cfg, 1) != epoch_batches(LENGTHS, other_seed, 1)
+
+
+def test_sortagrad_first_epoch_increases_in_length() -> None:
+    cfg = BatchConfig(strategy="random", batch_size=10, sortagrad=True)
+    order = [i for b in epoch_batches(LENGTHS, cfg, 0) for i in b]
+    assert [LENGTHS[i] for i in order] == sorted(LENGTHS)
+    later = [LENGTHS[i] for b in epoch_batches(LENGTHS, cfg, 1) for i in b]
+    assert later != sorted(LENGTHS)
+
+
+def test_alternated_bins_sort_up_then_down() -> None:
+    cfg = BatchConfig(strategy="alternated", batch_size=1, bins=4, sortagrad=False)
+    order = [b[0] for b in epoch_batches(LENGTHS, cfg, 1)]
+    parts = np.array_split(np.array([LENGTHS[i] for i in order]), 4)
+    for k, part in enumerate(parts):
+        assert list(part) == sorted(part, reverse=k % 2 == 1)
+
+
+def test_padding_ratio_orders_strategies_as_seeds_003() -> None:
+    ratios = {
+        s: padding_ratio(epoch_batches(LENGTHS, BatchConfig(s, 16, 8, False), 1), LENGTHS)
+        for s in STRATEGIES
+    }
+    assert ratios["sorted"] < ratios["alternated"] < ratios["random"]
+    assert ratios["bucketing"] < ratios["random"]
+    assert padding_ratio([[0, 1]], [2.0, 1.0]) == pytest.approx(0.25)
+
+
+def test_sampler_resumes_exactly_from_a_position() -> None:
+    cfg = BatchConfig(strategy="alternated", batch_size=8, bins=4)
+    sampler = BatchSampler(LENGTHS, cfg)
+    sampler.set_epoch(2)
+    full = list(sampler)
+    sampler.set_epoch(2, start=7)
+    assert list(sampler) == full[7:] and len(sampler) == len(full) - 7
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_ranks_take_disjoint_parts_of_each_global_batch(world: int) -> None:
+    cfg = BatchConfig(strategy="bucketing", batch_size=12, bins=5)
+    samplers = [BatchSampler(LENGTHS, cfg, rank=r, world=world) for r in range(world)]
+    for s in samplers:
+        s.set_epoch(1)
+    per_rank = [list(s) for s in samplers]
+    assert len({len(p) for p in per_rank}) == 1  # same number of steps on every rank
+    for step in zip(*per_rank, strict=True):
+        assert all(step) and not set(step[0]) & set(step[1])
+    assert sorted(i for p in per_rank for b in p for i in b) == list(range(len(LENGTHS)))
+    with pytest.raises(ValueError, match="batch_size"):
+        BatchSampler(LENGTHS, BatchConfig(batch_size=2), rank=0, world=3)
+
+
+def _speech_like(seconds: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(16000 * seconds)) / 16000
+    tone = np.sin(2 * np.pi * 180 * t) * (0.5 + 0.5 * np.sin(2 * np.pi * 3 * t))
+    return (0.3 * tone + 0.01 * rng.standard_normal(t.size)).astype(np.float32)
+
+
+def test_augmentation_keeps_length_and_dtype_and_depends_on_seed() -> None:
+    audio = _speech_like(2.0, 0)
+    cfg = AugmentConfig(p_speed=0.0, p_reverb=1.0, p_noise=1.0, p_gain=1.0)
+    a = augment(audio, cfg, np.random.default_rng(1))
+    b = augment(audio, cfg, np.random.default_rng(2))
+    assert a.dtype == np.float32 and a.shape == audio.shape
+    assert np.all(np.isfinite(a)) and np.abs(a).max() <= 1.0
+    assert not np.allclose(a, b)
+    assert np.array_equal(a, augment(audio, cfg, np.random.default_rng(1)))
+    fast = change_speed(audio, 1.1)
+    assert abs(len(fast) - len(audio) / 1.1) < 16 and fast.dtype == np.float32
+    assert len(augment(audio, AugmentConfig(p_speed=1.0), np.random.default_rng(0))) != len(audio)
+
+
+def test_augmentation_noise_respects_snr() -> None:
+    audio = _speech_like(2.0, 0)
+    cfg = AugmentConfig(p_speed=0, p_reverb=0, p_noise=1, p_babble=0, p_gain=0, snr_db=(10, 10))
+    noisy = augment(audio, cfg, np.random.default_rng(5))
+    noise = noisy - audio
+    snr = 10 * np.log10(np.mean(audio**2) / np.mean(noise**2))
+    assert snr == pytest.approx(10.0, abs=0.5)
+
+
+def _corpus(tmp_path: Path) -> list[Utterance]:
+    utts = []
+    for i, text in enumerate(["hello world", "a b", "it's me again"]):
+        path = tmp_path / f"{i}.wav"
+        sf.write(path, _speech_like(0.5 + 0.4 * i, i), 16000, subtype="PCM_16")
+        utts.append(Utterance(path, text, 0.5 + 0.4 * i))
+    return utts
+
+
+def test_dataset_and_collate(tmp_path: Path) -> None:
+    utts = _corpus(tmp_path)
+    clean = SpeechDataset(utts, DataConfig(FeatureConfig()))
+    ex = clean[2]
+    assert ex.feats.dtype == torch.float32 and ex.feats.shape[1] == 161
+    assert ex.labels.tolist() == encode("it's me again") and encode("a b") == [3, 1, 4]
+    batch = collate([clean[i] for i in range(3)])
+    assert batch.feats.shape == (3, int(batch.feat_lengths.max()), 161)
+    assert batch.labels.tolist() == sum((encode(u.text) for u in utts), [])
+    assert batch.label_lengths.tolist() == [11, 3, 13]
+    assert torch.all(batch.feats[0, int(batch.feat_lengths[0]) :] == 0)
+
+
+def test_dataset_augmentation_is_seeded_by_epoch(tmp_path: Path) -> None:
+    utts = _corpus(tmp_path)
+    noisy = AugmentConfig(p_speed=0.0, p_noise=1.0)
+    ds = SpeechDataset(utts, DataConfig(FeatureConfig(), noisy, seed=7))
+    first = ds[1].feats
+    assert torch.equal(first, ds[1].feats)
+    ds.set_epoch(1)
+    assert not torch.equal(first, ds[1].feats)
+    loader = torch.utils.data.DataLoader(
+        ds, batch_sampler=[[0, 1], [2]], collate_fn=collate, num_workers=1
+    )
+    assert [b.indices.tolist() for b in loader] == [[0, 1], [2]]
