@@ -252,15 +252,19 @@ def write_outputs(out_dir: Path, jobs: list[Job], sentences: list[Normalised]) -
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = SynthConfig()
     parser.add_argument("--out", type=Path, default=Path("data/corpus"), help="output directory")
-    parser.add_argument("--fortunes", type=Path, default=fortunes.FORTUNE_DIR)
-    parser.add_argument("--train-hours", type=float, default=d.train_hours)
-    parser.add_argument("--dev-minutes", type=float, default=d.dev_minutes)
-    parser.add_argument("--test-minutes", type=float, default=d.test_minutes)
+    parser.add_argument(
+        "--fortunes", type=Path, default=fortunes.FORTUNE_DIR, help="fortune files to read"
+    )
+    parser.add_argument(
+        "--train-hours", type=float, default=d.train_hours, help="planned training speech"
+    )
+    parser.add_argument("--dev-minutes", type=float, default=d.dev_minutes, help="held-out")
+    parser.add_argument("--test-minutes", type=float, default=d.test_minutes, help="held-out")
     parser.add_argument("--renders", type=int, default=d.renders, help="voices per train sentence")
-    parser.add_argument("--seed", type=int, default=d.seed)
+    parser.add_argument("--seed", type=int, default=d.seed, help="same seed and args: resume")
     parser.add_argument("--engines", default=",".join(d.engines), help="comma-separated engines")
     parser.add_argument("--limit-sentences", type=int, default=0, help="0: all sentences")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes")
 
 
 def main(args: argparse.Namespace) -> int:
