@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 STAMP=.venv/.harken-stamps
 APT_PKGS=(espeak-ng flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts fortunes fortunes-min ffmpeg
-          cmake libboost-program-options-dev libboost-system-dev libboost-thread-dev
+          cmake libboost-program-options-dev libboost-system-dev libboost-thread-dev libboost-test-dev
           zlib1g-dev libbz2-dev liblzma-dev libsndfile1)
 
 need_apt=()
@@ -31,6 +31,9 @@ if [ ! -f "$STAMP/torch" ]; then
 fi
 if [ ! -f "$STAMP/deps" ] || [ pyproject.toml -nt "$STAMP/deps" ]; then
   echo "[setup] installing harken and its dependencies"
-  .venv/bin/pip install -q -e ".[dev]"
+  .venv/bin/pip install -q -e ".[dev,bench]"
   touch "$STAMP/deps"
 fi
+# KenLM's lmplz and build_binary, built once from its source release into third_party/kenlm
+echo "[setup] KenLM tools (cached after the first build)"
+.venv/bin/python -m decoder.kenlm_tools
