@@ -64,12 +64,13 @@ class SynthConfig:
     seed: int = 0
     engines: tuple[str, ...] = ("espeak-ng", "flite", "festival")  # which engines to use
     limit_sentences: int = 0  # use only this many sentences (0: all), for quick tests
+    max_seconds: float = 20.0  # longer renders (a 300-letter chemical name) stay out of manifests
 
     def __post_init__(self) -> None:
         if self.train_hours < 0 or self.dev_minutes < 0 or self.test_minutes < 0:
             raise ValueError("train_hours, dev_minutes and test_minutes must be >= 0")
-        if self.renders < 1:
-            raise ValueError("renders must be >= 1")
+        if self.renders < 1 or self.max_seconds <= 0:
+            raise ValueError("renders must be >= 1 and max_seconds > 0")
         if unknown := set(self.engines) - {"espeak-ng", "flite", "festival"}:
             raise ValueError(f"unknown engines {sorted(unknown)}; use espeak-ng, flite, festival")
 
@@ -222,16 +223,22 @@ def _render_counted(arg: tuple[Path, list[Job]]) -> tuple[list[tuple[Job, str]],
     return render_batch(out_dir, batch), len(batch)
 
 
-def write_outputs(out_dir: Path, jobs: list[Job], sentences: list[Normalised]) -> dict[str, object]:
+def write_outputs(
+    out_dir: Path, jobs: list[Job], sentences: list[Normalised], max_seconds: float
+) -> dict[str, object]:
     """Manifests of the rendered utterances, LM text without dev/test sentences; returns stats."""
     seconds: dict[str, Counter[str]] = defaultdict(Counter)
     rows: dict[str, list[Utterance]] = defaultdict(list)
+    too_long: Counter[str] = Counter()
     for job in jobs:
         wav = out_dir / job.path
         if not wav.is_file():
             continue
         info = sf.info(str(wav))
         duration = info.frames / info.samplerate
+        if duration > max_seconds:
+            too_long[job.split] += 1
+            continue
         rows[job.split].append(Utterance(wav, job.text, duration, job.voice.label))
         seconds[job.split][job.voice.label] += duration
     for split in SPLITS:
@@ -242,6 +249,7 @@ def write_outputs(out_dir: Path, jobs: list[Job], sentences: list[Normalised]) -
     return {
         split: {
             "utterances": len(rows[split]),
+            "dropped_too_long_audio": too_long[split],
             "hours": round(sum(seconds[split].values()) / 3600, 3),
             "hours_per_voice": {v: round(s / 3600, 4) for v, s in sorted(seconds[split].items())},
         }
@@ -263,6 +271,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--renders", type=int, default=d.renders, help="voices per train sentence")
     parser.add_argument("--seed", type=int, default=d.seed, help="same seed and args: resume")
     parser.add_argument("--engines", default=",".join(d.engines), help="comma-separated engines")
+    parser.add_argument("--max-seconds", type=float, default=d.max_seconds, help="longest audio")
     parser.add_argument("--limit-sentences", type=int, default=0, help="0: all sentences")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes")
 
@@ -276,6 +285,7 @@ def main(args: argparse.Namespace) -> int:
         seed=args.seed,
         engines=tuple(e.strip() for e in args.engines.split(",") if e.strip()),
         limit_sentences=args.limit_sentences,
+        max_seconds=args.max_seconds,
     )
     started = time.time()
     sentences, text_counts = fortunes.collect(
@@ -288,7 +298,7 @@ def main(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     failed = render_all(args.out, jobs, max(1, args.workers))
     shutil.rmtree(args.out / "tmp", ignore_errors=True)
-    stats = write_outputs(args.out, jobs, sentences)
+    stats = write_outputs(args.out, jobs, sentences, cfg.max_seconds)
     stats |= {
         "text": dict(text_counts),
         "render_failed": len(failed),
