@@ -29,4 +29,5 @@ def tiny_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with torch.no_grad():
         model.feat_mean.fill_(-8.0)
         model.feat_std.fill_(3.0)
+        model.output.bias[1] += 0.5  # more spaces: random weights then spell several "words"
     return save_bundle(model, tmp_path_factory.mktemp("bundle") / "tiny")

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from decoder.greedy import GreedyDecoder
 
+F32 = npt.NDArray[np.float32]
+
 ALPHABET = (" ", "'", *"abcdefghijklmnopqrstuvwxyz")
 
 
-def _log_probs(path: str) -> np.ndarray:
+def _log_probs(path: str) -> F32:
     """Frames whose best symbol spells `path`; '_' is the blank."""
     lp = np.full((len(path), len(ALPHABET) + 1), np.log(0.01), np.float32)
     for t, ch in enumerate(path):

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 import torch
 
@@ -14,21 +15,23 @@ from models.features import featurize
 from server.dispatch import BatchDispatcher, Work
 from server.runner import Chunk, ModelRunner
 
+F32 = npt.NDArray[np.float32]
 
-def _utterance(seed: int, seconds: float) -> np.ndarray:
+
+def _utterance(seed: int, seconds: float) -> F32:
     rng = np.random.default_rng(seed)
     t = np.arange(int(16000 * seconds)) / 16000
     tone = 0.3 * np.sin(2 * np.pi * (200 + 100 * seed) * t)
-    return (tone + 0.05 * rng.standard_normal(len(t))).astype(np.float32)
+    return np.asarray(tone + 0.05 * rng.standard_normal(len(t)), np.float32)
 
 
-def _whole(model: torch.nn.Module, feats: np.ndarray) -> np.ndarray:
+def _whole(model: torch.nn.Module, feats: F32) -> F32:
     with torch.no_grad():
         log_probs, n = model(torch.from_numpy(feats)[None], torch.tensor([len(feats)]))
-    return log_probs[0, : int(n[0])].numpy()
+    return np.asarray(log_probs[0, : int(n[0])].numpy(), np.float32)
 
 
-def _chunks(feats: np.ndarray, size: int, stride: int) -> list[tuple[np.ndarray, bool]]:
+def _chunks(feats: F32, size: int, stride: int) -> list[tuple[F32, bool]]:
     """Steps of `size` frames (a multiple of the stride), then the tail as the last chunk."""
     body = len(feats) - len(feats) % stride
     steps = [(feats[i : min(i + size, body)], False) for i in range(0, body, size)]
@@ -47,13 +50,13 @@ def test_interleaved_streams_through_the_dispatcher_equal_whole_utterances(
     ]
     sizes = [8, 4, 16]  # different chunkings: steps are grouped by length inside a batch
 
-    async def stream(d: BatchDispatcher[Chunk, np.ndarray], f: np.ndarray, size: int) -> np.ndarray:
+    async def stream(d: BatchDispatcher[Chunk, F32], f: F32, size: int) -> F32:
         sid = d.open_stream()
         outs = [await d.submit(sid, Chunk(c), last) for c, last in _chunks(f, size, stride)]
         return np.concatenate(outs)
 
-    async def main() -> list[np.ndarray]:
-        d: BatchDispatcher[Chunk, np.ndarray] = BatchDispatcher(runner)
+    async def main() -> list[F32]:
+        d: BatchDispatcher[Chunk, F32] = BatchDispatcher(runner)
         d.start()
         try:
             return await asyncio.gather(

@@ -1,0 +1,29 @@
+"""`harken serve`: the streaming ASR server. With no arguments it serves models/default on
+127.0.0.1:8000; every flag also reads `HARKEN_<NAME>` from the environment."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from server import config as server_config
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    server_config.add_arguments(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    from models.bundle import BundleError, read_bundle_config
+    from server.app import create_app
+    from server.serve import make_server
+
+    try:
+        config = server_config.from_args(args)
+        read_bundle_config(config.bundle)
+    except (ValueError, BundleError) as e:
+        print(f"harken serve: {e}", file=sys.stderr)
+        return 2
+    server = make_server(create_app(config), config.host, config.port, config.log_level)
+    server.run()
+    return 0 if server.started else 1

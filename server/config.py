@@ -1,0 +1,135 @@
+"""ServerConfig: every knob of `harken serve`, read once from the command line and environment.
+
+Precedence: command-line flag, then `HARKEN_<FIELD>` in the environment, then the default.
+Nothing else reads the environment; the app gets a finished, validated `ServerConfig`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from server.dispatch import POLICIES, DispatchConfig
+
+DEVICES = ("cpu", "cuda")
+DTYPES = ("fp32", "bf16", "fp16")
+DEFAULT_BUNDLE = str(Path(__file__).resolve().parent.parent / "models" / "default")
+ENV_PREFIX = "HARKEN_"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"  # interface to listen on
+    port: int = 8000  # TCP port; 0 picks a free one
+    bundle: str = DEFAULT_BUNDLE  # model bundle directory (models/default by default)
+    device: str = "cpu"  # cpu | cuda: where the acoustic model runs
+    dtype: str = "fp32"  # fp32 | bf16 | fp16: model precision (DS2 §7.2 serves fp16)
+    policy: str = "eager"  # batch dispatch policy: eager | timeout | none
+    max_batch: int = 32  # most streams in one model step
+    max_delay_ms: float = 5.0  # timeout policy: longest wait for a fuller batch
+    max_streams: int = 64  # concurrent streams (WebSocket + REST); more get 1013 / 503
+    chunk_ms: int = 160  # audio per model step for a live stream (a multiple of the hop)
+    max_chunk_ms: int = 2560  # most audio one stream sends through one step (backlog, files)
+    decoder_workers: int = 2  # decoder threads; one stream always on the same one
+    beam_size: int = 32  # decoder beam width (when the bundle's decoder is a beam search)
+    max_upload_mb: float = 25.0  # REST upload limit (OpenAI's is 25 MB); larger gets 413
+    max_stream_s: float = 600.0  # longest audio one stream or file may carry, in seconds
+    idle_timeout_s: float = 30.0  # a WebSocket silent this long is closed
+    shutdown_grace_s: float = 10.0  # on shutdown, how long streams in flight may finish
+    auth_tokens: frozenset[str] = field(default_factory=frozenset)  # bearer tokens; none = open
+    log_level: str = "info"  # uvicorn log level
+
+    def __post_init__(self) -> None:
+        _check(self.device in DEVICES, f"device must be one of {DEVICES}, got {self.device!r}")
+        _check(self.dtype in DTYPES, f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+        _check(self.policy in POLICIES, f"policy must be one of {POLICIES}, got {self.policy!r}")
+        _check(0 <= self.port <= 65535, f"port must be in 0..65535, got {self.port}")
+        for name in ("max_batch", "max_streams", "decoder_workers", "beam_size"):
+            _check(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
+        _check(
+            self.chunk_ms >= 10 and self.chunk_ms % 10 == 0,
+            f"chunk_ms must be a positive multiple of the 10 ms hop, got {self.chunk_ms}",
+        )
+        _check(
+            self.max_chunk_ms >= self.chunk_ms,
+            f"max_chunk_ms ({self.max_chunk_ms}) must be >= chunk_ms ({self.chunk_ms})",
+        )
+        for name in ("max_upload_mb", "max_stream_s", "idle_timeout_s"):
+            _check(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
+        _check(self.max_delay_ms >= 0, f"max_delay_ms must be >= 0, got {self.max_delay_ms}")
+        _check(self.shutdown_grace_s >= 0, "shutdown_grace_s must be >= 0")
+
+    @property
+    def dispatch(self) -> DispatchConfig:
+        return DispatchConfig(self.policy, self.max_batch, self.max_delay_ms / 1000)  # type: ignore[arg-type]
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return int(self.max_upload_mb * 1024 * 1024)
+
+    def replace(self, **changes: Any) -> ServerConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+_FLAGS = [f for f in dataclasses.fields(ServerConfig) if f.name != "auth_tokens"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One `--flag` per field (default: from the environment, else the field default)."""
+    for f in _FLAGS:
+        kind = type(f.default)
+        choices = {"device": DEVICES, "dtype": DTYPES, "policy": POLICIES}.get(f.name)
+        parser.add_argument(
+            f"--{f.name.replace('_', '-')}",
+            type=kind,
+            choices=choices,
+            default=None,
+            help=f"default {f.default!r}, or ${ENV_PREFIX}{f.name.upper()}",
+        )
+    parser.add_argument(
+        "--auth-tokens-file",
+        default=None,
+        help=f"file of bearer tokens, one a line (or ${ENV_PREFIX}AUTH_TOKENS, comma-separated)",
+    )
+
+
+def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> ServerConfig:
+    """The config from parsed flags, falling back to `HARKEN_*` variables, then defaults."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for f in _FLAGS:
+        flag = getattr(args, f.name, None)
+        raw = flag if flag is not None else env.get(ENV_PREFIX + f.name.upper())
+        if raw is not None:
+            values[f.name] = _parse(f.name, type(f.default), raw)
+    values["auth_tokens"] = _tokens(getattr(args, "auth_tokens_file", None), env)
+    return ServerConfig(**values)
+
+
+def _parse(name: str, kind: type, raw: object) -> object:
+    try:
+        return kind(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a {kind.__name__}, got {raw!r}") from None
+
+
+def _tokens(path: str | None, env: Mapping[str, str]) -> frozenset[str]:
+    tokens: list[str] = []
+    path = path or env.get(ENV_PREFIX + "AUTH_TOKENS_FILE")
+    if path:
+        try:
+            tokens += Path(path).read_text().split()
+        except OSError as e:
+            raise ValueError(f"cannot read auth tokens file {path}: {e.strerror}") from None
+    tokens += [t.strip() for t in env.get(ENV_PREFIX + "AUTH_TOKENS", "").split(",")]
+    return frozenset(t for t in tokens if t)

@@ -1,0 +1,66 @@
+"""Prometheus metrics of one app, in its own registry (no process-global state).
+
+`Metrics` is also the dispatcher's observer, so batch sizes, step latency and queue wait
+are recorded where they happen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+
+
+class Metrics:
+    def __init__(self, max_batch: int) -> None:
+        self.registry = CollectorRegistry()
+        reg = self.registry
+        sizes = tuple(float(b) for b in range(1, max_batch + 1))
+        self.batch_size = Histogram(
+            "harken_batch_size", "streams per model step", buckets=sizes, registry=reg
+        )
+        self.step_seconds = Histogram(
+            "harken_step_seconds", "model step latency", buckets=_LATENCY_BUCKETS, registry=reg
+        )
+        self.queue_wait_seconds = Histogram(
+            "harken_queue_wait_seconds",
+            "chunk wait before its step",
+            buckets=_LATENCY_BUCKETS,
+            registry=reg,
+        )
+        self.eou_latency_seconds = Histogram(
+            "harken_end_of_utterance_latency_seconds",
+            "end of stream to final transcript (DS2 §7)",
+            buckets=_LATENCY_BUCKETS,
+            registry=reg,
+        )
+        self.real_time_factor = Histogram(
+            "harken_real_time_factor",
+            "compute time spent on a stream / its audio duration",
+            buckets=(0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0),
+            registry=reg,
+        )
+        self.active_streams = Gauge("harken_active_streams", "streams open now", registry=reg)
+        self.errors = Counter("harken_errors", "errors sent to clients", ["kind"], registry=reg)
+        self.failed_batches = Counter(
+            "harken_failed_batches", "model steps that raised", registry=reg
+        )
+        self.streams = Counter("harken_streams", "streams finished", ["endpoint"], registry=reg)
+
+    def track_active(self, count: Callable[[], int]) -> None:
+        self.active_streams.set_function(lambda: float(count()))
+
+    # DispatchObserver
+    def queued(self, seconds: float) -> None:
+        self.queue_wait_seconds.observe(seconds)
+
+    def batch(self, size: int, seconds: float, ok: bool) -> None:
+        self.batch_size.observe(size)
+        self.step_seconds.observe(seconds)
+        if not ok:
+            self.failed_batches.inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

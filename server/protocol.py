@@ -1,0 +1,215 @@
+"""Wire messages of `/v1/stream`, `/vosk` and the OpenAI-compatible REST endpoint.
+
+Client messages are validated here, at the boundary, with errors that say what to change;
+server messages are plain pydantic models dumped to JSON. `loadtest/` imports this module
+for message types, so it must stay free of server internals.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+MIN_RATE, MAX_RATE = 8000, 48000
+Encoding = Literal["pcm_s16le", "f32le"]
+M = TypeVar("M", bound=BaseModel)
+
+
+class ProtocolError(ValueError):
+    """A client message that breaks the protocol; `code` names the rule."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# -- /v1/stream: client -> server -----------------------------------------------------------
+
+
+class StreamConfig(BaseModel):
+    """The first message of a stream."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["config"]
+    sample_rate: Annotated[int, Field(ge=MIN_RATE, le=MAX_RATE)]
+    encoding: Encoding = "pcm_s16le"
+    partials: bool = True  # send partial results as the transcript changes
+    n_best: Annotated[int, Field(ge=1, le=10)] = 1  # hypotheses in the final (1 + alternatives)
+    word_timestamps: bool = True  # words with start/end/conf in the final
+    hotwords: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=100)
+    ] = []
+
+
+class EndOfStream(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["eos"]
+
+
+# -- /v1/stream: server -> client -----------------------------------------------------------
+
+
+class Word(BaseModel):
+    word: str
+    start: float  # seconds from the start of the stream
+    end: float
+    conf: float  # 0..1
+
+
+class Partial(BaseModel):
+    type: Literal["partial"] = "partial"
+    text: str  # the best hypothesis so far
+    stable: str  # the leading words of `text` that also led the previous partial
+
+
+class Alternative(BaseModel):
+    text: str
+    score: float  # total log score; higher is better
+
+
+class Final(BaseModel):
+    type: Literal["final"] = "final"
+    text: str
+    words: list[Word]
+    alternatives: list[Alternative]  # the n-best after the first, best first
+    duration: float  # seconds of audio in the stream
+
+
+class Error(BaseModel):
+    type: Literal["error"] = "error"
+    code: str
+    message: str
+
+
+def parse_stream_config(text: str) -> StreamConfig:
+    return _parse(
+        StreamConfig, text, "config", 'start with {"type": "config", "sample_rate": 16000}'
+    )
+
+
+def parse_control(text: str) -> EndOfStream:
+    """A text message after the config: only `{"type": "eos"}` is allowed."""
+    return _parse(EndOfStream, text, "eos", 'send audio as binary frames, then {"type": "eos"}')
+
+
+def _parse(model: type[M], text: str, expected: str, hint: str) -> M:
+    data = _json_object(text)
+    got = data.get("type")
+    if got != expected:
+        raise ProtocolError(
+            "out_of_order", f"expected a {expected!r} message here, got type {got!r}; {hint}"
+        )
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise ProtocolError("bad_config", _describe(e)) from None
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ProtocolError("bad_message", f"text messages must be JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise ProtocolError(
+            "bad_message", f"text messages must be JSON objects, got {type(data).__name__}"
+        )
+    return data
+
+
+def _describe(error: ValidationError) -> str:
+    """One line per problem: `field: what is wrong`."""
+    parts = []
+    for e in error.errors():
+        where = ".".join(str(p) for p in e["loc"]) or "message"
+        parts.append(f"{where}: {e['msg']}")
+    return "; ".join(parts)
+
+
+# -- /vosk -----------------------------------------------------------------------------------
+
+
+class VoskWord(BaseModel):
+    conf: float
+    end: float
+    start: float
+    word: str
+
+
+class VoskResult(BaseModel):
+    result: list[VoskWord]
+    text: str
+
+
+class VoskPartial(BaseModel):
+    partial: str
+
+
+def parse_vosk_text(text: str) -> int | None:
+    """A Vosk text message: the config's sample rate, or None for end of file.
+
+    Vosk clients send `{"config": {"sample_rate": 16000}}` first and `{"eof" : 1}` last
+    (that exact string, with its space, is what the reference client sends)."""
+    data = _json_object(text)
+    if "eof" in data:
+        return None
+    config = data.get("config")
+    if not isinstance(config, dict):
+        raise ProtocolError(
+            "bad_message", 'vosk text messages are {"config": {...}} or {"eof" : 1}'
+        )
+    rate = config.get("sample_rate", 16000)
+    if not isinstance(rate, int | float) or not MIN_RATE <= rate <= MAX_RATE:
+        raise ProtocolError(
+            "bad_config", f"sample_rate must be {MIN_RATE}..{MAX_RATE} Hz, got {rate!r}"
+        )
+    return int(rate)
+
+
+# -- OpenAI-compatible REST ------------------------------------------------------------------
+
+ResponseFormat = Literal["json", "text", "verbose_json", "srt", "vtt"]
+RESPONSE_FORMATS: tuple[str, ...] = ("json", "text", "verbose_json", "srt", "vtt")
+
+
+class OpenAIErrorBody(BaseModel):
+    message: str
+    type: str  # invalid_request_error | server_error | ...
+    param: str | None = None
+    code: str | None = None
+
+
+class OpenAIError(BaseModel):
+    error: OpenAIErrorBody
+
+
+class Segment(BaseModel):
+    id: int
+    seek: int = 0
+    start: float
+    end: float
+    text: str
+    tokens: list[int] = []
+    temperature: float = 0.0
+    avg_logprob: float = 0.0
+    compression_ratio: float = 1.0
+    no_speech_prob: float = 0.0
+
+
+class TimedWord(BaseModel):
+    word: str
+    start: float
+    end: float
+
+
+class VerboseTranscription(BaseModel):
+    task: Literal["transcribe"] = "transcribe"
+    language: str = "english"
+    duration: float
+    text: str
+    segments: list[Segment] | None = None
+    words: list[TimedWord] | None = None

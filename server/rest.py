@@ -1,0 +1,133 @@
+"""`POST /v1/audio/transcriptions`, compatible with OpenAI's API (and its Python client).
+
+A file goes through the same Session and Batch Dispatch as a live stream, only in larger
+steps. Errors use OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request, UploadFile
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+
+from server.audio import AudioError, decode_file
+from server.errors import (
+    BadAudio,
+    BadConfig,
+    EmptyAudio,
+    SessionError,
+    StreamTooLong,
+    UnsupportedFormat,
+    UploadTooLarge,
+)
+from server.protocol import RESPONSE_FORMATS, Final, OpenAIError, OpenAIErrorBody
+from server.session import Options, Session
+from server.subtitles import segments, srt, verbose, vtt
+from server.transport import Resources, authorize, observe_final, resources
+
+router = APIRouter()
+_MULTIPART_OVERHEAD = 64 * 1024  # form fields and boundaries around the file
+
+
+@router.post("/v1/audio/transcriptions", response_model=None)
+async def transcriptions(
+    request: Request,
+    file: UploadFile,
+    model: Annotated[str, Form()],
+    response_format: Annotated[str, Form()] = "json",
+    timestamp_granularities: Annotated[
+        list[str] | None, Form(alias="timestamp_granularities[]")
+    ] = None,
+    language: Annotated[str | None, Form()] = None,
+    prompt: Annotated[str | None, Form()] = None,
+    temperature: Annotated[float | None, Form()] = None,
+) -> Response:
+    res = resources(request)
+    authorize(request, res.config.auth_tokens)
+    granularities = set(timestamp_granularities or ["segment"])
+    _validate(response_format, granularities, language)
+    data = await _read_upload(file, res.config.max_upload_bytes)
+    with res.slots.hold():
+        final = await _transcribe(res, data)
+    res.metrics.streams.labels("rest").inc()
+    return _respond(final, response_format, granularities)
+
+
+def check_upload_size(request: Request, limit: int) -> None:
+    """Refuse a too-large body from its Content-Length, before reading it."""
+    length = request.headers.get("content-length")
+    if length and length.isdigit() and int(length) > limit + _MULTIPART_OVERHEAD:
+        raise UploadTooLarge(f"the upload is {int(length)} bytes; the limit is {limit} bytes")
+
+
+def _validate(response_format: str, granularities: set[str], language: str | None) -> None:
+    if response_format not in RESPONSE_FORMATS:
+        raise BadConfig(
+            f"response_format must be one of {', '.join(RESPONSE_FORMATS)}; got {response_format!r}"
+        )
+    unknown = granularities - {"word", "segment"}
+    if unknown:
+        raise BadConfig(
+            f"timestamp_granularities[] must be 'word' and/or 'segment'; got {sorted(unknown)}"
+        )
+    if language not in (None, "", "en", "english"):
+        raise BadConfig(f"this model transcribes English only ('en'); got language={language!r}")
+
+
+async def _read_upload(file: UploadFile, limit: int) -> bytes:
+    if file.size is not None and file.size > limit:
+        raise UploadTooLarge(f"the file is {file.size} bytes; the limit is {limit} bytes")
+    data = await file.read(limit + 1)
+    if len(data) > limit:
+        raise UploadTooLarge(f"the file is larger than the {limit} bytes allowed")
+    return data
+
+
+async def _transcribe(res: Resources, data: bytes) -> Final:
+    rate = res.engine.features.sample_rate
+    try:
+        audio = await asyncio.to_thread(decode_file, data, rate)
+    except AudioError as e:
+        raise (UnsupportedFormat if e.code == "unsupported_format" else BadAudio)(str(e)) from None
+    if len(audio) == 0:
+        raise EmptyAudio("the file holds no audio samples")
+    if len(audio) > res.engine.max_samples:
+        limit_s = res.engine.max_samples / rate
+        raise StreamTooLong(
+            f"the audio is {len(audio) / rate:.0f} s long; the limit is {limit_s:.0f} s"
+        )
+    session = Session(res.engine, Options(sample_rate=rate, partials=False))
+    try:
+        await session.start()
+        await session.feed(audio)
+        began = time.perf_counter()
+        final = await session.finish()
+        observe_final(res, session, began)
+        return final
+    finally:
+        session.close()
+
+
+def _respond(final: Final, response_format: str, granularities: set[str]) -> Response:
+    if response_format == "json":
+        return JSONResponse({"text": final.text})
+    if response_format == "text":
+        return PlainTextResponse(final.text + "\n")
+    if response_format == "srt":
+        return PlainTextResponse(srt(segments(final)), media_type="application/x-subrip")
+    if response_format == "vtt":
+        return PlainTextResponse(vtt(segments(final)), media_type="text/vtt")
+    body = verbose(final, words="word" in granularities, segments_too="segment" in granularities)
+    return JSONResponse(body.model_dump(exclude_none=True))
+
+
+def openai_error(error: SessionError, param: str | None = None) -> JSONResponse:
+    body = OpenAIError(
+        error=OpenAIErrorBody(
+            message=error.message, type=error.openai_type, param=param, code=error.code
+        )
+    )
+    return JSONResponse(body.model_dump(), status_code=error.http_status)

@@ -1,0 +1,42 @@
+"""Running the app under uvicorn, with a shutdown that lets streams in flight finish.
+
+Uvicorn's own shutdown closes every WebSocket at once (code 1012). `DrainingServer` first
+stops accepting connections and refuses new streams, waits up to `shutdown_grace_s` for the
+open ones to end, and only then lets uvicorn close what is left.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import uvicorn
+from fastapi import FastAPI
+
+from server.transport import Resources
+
+
+class DrainingServer(uvicorn.Server):
+    def __init__(self, app: FastAPI, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.app = app
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for server in self.servers:
+            server.close()
+        res = getattr(self.app.state, "resources", None)
+        if isinstance(res, Resources):
+            await res.slots.drain(res.config.shutdown_grace_s)
+        await super().shutdown(sockets)
+
+
+def make_server(app: FastAPI, host: str, port: int, log_level: str = "info") -> DrainingServer:
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        ws="websockets-sansio",
+        ws_max_size=4 * 1024 * 1024,
+        lifespan="on",
+    )
+    return DrainingServer(app, config)

@@ -1,0 +1,251 @@
+"""One stream's life: audio in, features, Batch Dispatch, decoder, partials and a final.
+
+    NEW --start--> STREAMING --feed*--> STREAMING --finish--> DONE
+      any state --close / error--> CLOSED (frees the dispatcher stream and decoder state)
+
+Transports (`/v1/stream`, `/vosk`, REST) drive a session and turn its typed errors into
+their own wire format; the session knows nothing of sockets or HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from models.config import FeatureConfig
+from models.features import StreamingFeaturizer
+from server.audio import Resampler
+from server.decoding import Decoder, DecoderPool, DecoderStream, HypothesisLike
+from server.dispatch import BatchDispatcher, DispatchError
+from server.errors import (
+    DecoderFailed,
+    EmptyAudio,
+    ModelFailed,
+    OutOfOrder,
+    SessionError,
+    StreamTooLong,
+)
+from server.protocol import Alternative, Final, Partial, Word
+from server.runner import Chunk
+
+F32 = npt.NDArray[np.float32]
+T = TypeVar("T")
+
+
+class State(enum.Enum):
+    NEW = "new"
+    STREAMING = "streaming"
+    DONE = "done"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a client chose for its stream (validated by the protocol layer)."""
+
+    sample_rate: int
+    partials: bool = True
+    n_best: int = 1
+    word_timestamps: bool = True
+    hotwords: tuple[str, ...] = ()
+
+
+@dataclass
+class Engine:
+    """The shared parts a session uses, built once in the app's lifespan."""
+
+    dispatcher: BatchDispatcher[Chunk, F32]
+    decoder: Decoder
+    pool: DecoderPool
+    features: FeatureConfig
+    chunk_frames: int  # frames per live step: a multiple of the model's time stride
+    max_chunk_frames: int  # most frames in one step when audio is backlogged
+    max_samples: int  # longest stream, in 16 kHz samples
+
+
+@dataclass
+class _Timing:
+    busy: float = 0.0  # seconds spent waiting for the model and decoder
+    samples: int = 0  # client samples received, at the client's rate
+
+
+@dataclass
+class Session:
+    engine: Engine
+    options: Options
+    state: State = State.NEW
+    stream: int = 0
+    timing: _Timing = field(default_factory=_Timing)
+    _decoder: DecoderStream | None = None
+    _featurizer: StreamingFeaturizer | None = None
+    _resampler: Resampler | None = None
+    _frames: F32 = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    _decoding: list[asyncio.Future[None]] = field(default_factory=list)
+    _last_text: str = ""
+
+    async def start(self) -> None:
+        """Open the dispatcher stream and the decoder stream."""
+        self._expect(State.NEW, "start")
+        engine = self.engine
+        self.stream = engine.dispatcher.open_stream()
+        self.state = State.STREAMING
+        self._resampler = Resampler(self.options.sample_rate, engine.features.sample_rate)
+        self._featurizer = StreamingFeaturizer(engine.features)
+        self._frames = np.zeros((0, engine.features.n_bins), np.float32)
+        start = engine.decoder.start
+        self._decoder = await engine.pool.submit(self.stream, start, self.options.hotwords)
+
+    async def feed(self, samples: F32) -> Partial | None:
+        """Take client-rate samples; run every full chunk; a partial if the text changed."""
+        self._expect(State.STREAMING, "send audio")
+        self._count(len(samples))
+        self._add_frames(samples, last=False)
+        stepped = await self._run_full_chunks()
+        return await self._partial() if stepped and self.options.partials else None
+
+    async def finish(self) -> Final:
+        """End of stream: flush the model and the decoder, return the final result."""
+        self._expect(State.STREAMING, "finish")
+        if self.timing.samples == 0:
+            raise EmptyAudio(
+                "the stream ended without any audio; send binary audio frames before eos"
+            )
+        self._add_frames(np.zeros(0, np.float32), last=True)
+        await self._run_full_chunks()
+        tail, self._frames = self._frames, self._frames[:0]
+        await self._step(tail, last=True)
+        hypotheses = await self._decode(self._require_decoder().finalize)
+        self.state = State.DONE
+        return self._final(hypotheses)
+
+    def close(self) -> None:
+        """Free everything the stream holds; safe in any state, and more than once."""
+        if self.state in (State.STREAMING, State.DONE):
+            self.engine.dispatcher.close_stream(self.stream)
+        for future in self._decoding:
+            if future.done() and not future.cancelled():
+                future.exception()  # retrieved: the stream is gone, nobody else will look
+            future.cancel()
+        self._decoding.clear()
+        self._decoder = None
+        self.state = State.CLOSED
+
+    @property
+    def duration(self) -> float:
+        return self.timing.samples / self.options.sample_rate
+
+    # -- audio to model steps -------------------------------------------------------------
+
+    def _count(self, n: int) -> None:
+        self.timing.samples += n
+        limit = (
+            self.engine.max_samples * self.options.sample_rate // self.engine.features.sample_rate
+        )
+        if self.timing.samples > limit:
+            raise StreamTooLong(
+                f"the stream is longer than the {limit / self.options.sample_rate:.0f} s allowed"
+            )
+
+    def _add_frames(self, samples: F32, last: bool) -> None:
+        assert self._resampler is not None and self._featurizer is not None
+        audio = self._resampler.push(samples, last=last)
+        frames = self._featurizer.push(audio)
+        if len(frames):
+            self._frames = np.concatenate([self._frames, frames])
+
+    async def _run_full_chunks(self) -> bool:
+        """Send whole chunks, a backlog in steps of up to `max_chunk_frames`."""
+        chunk, stepped = self.engine.chunk_frames, False
+        while len(self._frames) >= chunk:
+            n = min(len(self._frames) // chunk * chunk, self.engine.max_chunk_frames)
+            frames, self._frames = self._frames[:n], self._frames[n:]
+            await self._step(frames, last=False)
+            stepped = True
+        return stepped
+
+    async def _step(self, frames: F32, last: bool) -> None:
+        """One model step; the decoder's `advance` is queued, not awaited, so it overlaps the
+        stream's next step. Errors of queued work surface at the next `_decode`."""
+        began = time.perf_counter()
+        try:
+            log_probs = await self.engine.dispatcher.submit(self.stream, Chunk(frames), last)
+        except DispatchError as e:
+            raise ModelFailed(str(e)) from e
+        except Exception as e:  # the runner's own error, shared by its whole batch
+            raise ModelFailed(f"the model failed on this stream's batch: {e}") from e
+        finally:
+            self.timing.busy += time.perf_counter() - began
+        advance = self._require_decoder().advance
+        self._decoding.append(self.engine.pool.submit(self.stream, advance, log_probs))
+
+    # -- decoding -----------------------------------------------------------------------
+
+    def _require_decoder(self) -> DecoderStream:
+        assert self._decoder is not None, "session not started"
+        return self._decoder
+
+    async def _decode(self, fn: Callable[[], T]) -> T:
+        """Run `fn` on the stream's decoder worker, after the advances queued before it,
+        and surface any error those raised."""
+        began = time.perf_counter()
+        try:
+            result = await self.engine.pool.submit(self.stream, fn)
+            pending, self._decoding = self._decoding, []
+            await asyncio.gather(*pending)  # done already: the worker runs in order
+        except Exception as e:
+            raise DecoderFailed(f"the decoder failed on this stream: {e}") from e
+        finally:
+            self.timing.busy += time.perf_counter() - began
+        return result
+
+    async def _partial(self) -> Partial | None:
+        hyp = await self._decode(self._require_decoder().partial)
+        if hyp.text == self._last_text:
+            return None
+        stable = _common_words(hyp.text, self._last_text)
+        self._last_text = hyp.text
+        return Partial(text=hyp.text, stable=stable)
+
+    def _final(self, hypotheses: Sequence[HypothesisLike]) -> Final:
+        best = hypotheses[0] if hypotheses else None
+        words = [] if best is None or not self.options.word_timestamps else _words(best)
+        alternatives = [
+            Alternative(text=h.text, score=h.score) for h in hypotheses[1 : self.options.n_best]
+        ]
+        return Final(
+            text=best.text if best else "",
+            words=words,
+            alternatives=alternatives,
+            duration=self.duration,
+        )
+
+    def _expect(self, state: State, action: str) -> None:
+        if self.state is not state:
+            raise OutOfOrder(f"cannot {action} in state {self.state.value!r}")
+
+
+def _words(hyp: HypothesisLike) -> list[Word]:
+    return [
+        Word(word=w.word, start=round(w.start, 3), end=round(w.end, 3), conf=round(w.conf, 3))
+        for w in hyp.words
+    ]
+
+
+def _common_words(a: str, b: str) -> str:
+    """The leading whole words `a` and `b` share."""
+    shared = []
+    for x, y in zip(a.split(), b.split(), strict=False):
+        if x != y:
+            break
+        shared.append(x)
+    return " ".join(shared)
+
+
+__all__ = ["Engine", "Options", "Session", "SessionError", "State"]

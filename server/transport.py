@@ -1,0 +1,106 @@
+"""What the transports share: resources from app.state, auth, WebSocket receive and errors."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import time
+from dataclasses import dataclass
+
+from fastapi import WebSocket
+from starlette.requests import HTTPConnection
+from starlette.websockets import WebSocketDisconnect, WebSocketState
+
+from server.audio import F32, AudioError, decode_pcm
+from server.config import ServerConfig
+from server.errors import BadAudio, BadMessage, IdleTimeout, SessionError, Unauthorized
+from server.limits import StreamSlots
+from server.metrics import Metrics
+from server.protocol import Error
+from server.session import Engine, Session
+
+log = logging.getLogger("harken.server")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Everything a route needs, built by the lifespan."""
+
+    config: ServerConfig
+    engine: Engine
+    slots: StreamSlots
+    metrics: Metrics
+
+
+def resources(conn: HTTPConnection) -> Resources:
+    res = getattr(conn.app.state, "resources", None)
+    if not isinstance(res, Resources):
+        raise RuntimeError("the app has not started (its lifespan builds the model and dispatcher)")
+    return res
+
+
+def authorize(conn: HTTPConnection, tokens: frozenset[str]) -> None:
+    """Bearer token from the Authorization header, or `?token=` for browser WebSockets."""
+    if not tokens:
+        return
+    header = conn.headers.get("authorization", "")
+    given = (
+        header[7:].strip()
+        if header.lower().startswith("bearer ")
+        else conn.query_params.get("token", "")
+    )
+    if not any(hmac.compare_digest(given.encode(), t.encode()) for t in tokens):
+        raise Unauthorized("missing or unknown bearer token; send 'Authorization: Bearer <token>'")
+
+
+async def receive(ws: WebSocket, idle_timeout: float) -> bytes | str:
+    """The next data frame; raises IdleTimeout, or WebSocketDisconnect if the client left."""
+    try:
+        message = await asyncio.wait_for(ws.receive(), idle_timeout)
+    except TimeoutError:
+        raise IdleTimeout(f"no message for {idle_timeout:.0f} s; the stream was closed") from None
+    if message["type"] == "websocket.disconnect":
+        raise WebSocketDisconnect(message.get("code", 1000))
+    data = message.get("bytes")
+    if data is not None:
+        return bytes(data)
+    text = message.get("text")
+    if text is None:
+        raise BadMessage("empty WebSocket message")
+    return str(text)
+
+
+async def close_with_error(
+    ws: WebSocket, error: SessionError, metrics: Metrics, wire: bool = True
+) -> None:
+    """Tell the client what went wrong (unless the protocol has no error message) and close."""
+    metrics.errors.labels(error.code).inc()
+    if ws.client_state is not WebSocketState.CONNECTED:
+        return
+    try:
+        if wire:
+            await ws.send_json(Error(code=error.code, message=error.message).model_dump())
+        await ws.close(error.ws_close, reason=_reason(error.message))
+    except (WebSocketDisconnect, RuntimeError, OSError):
+        log.debug("client left before its error could be sent", exc_info=True)
+
+
+def _reason(message: str) -> str:
+    """A close reason fits in 123 bytes (RFC 6455 §5.5)."""
+    encoded = message.encode()[:123]
+    return encoded.decode(errors="ignore")
+
+
+def audio_frame(data: bytes, encoding: str) -> F32:
+    try:
+        return decode_pcm(data, encoding)
+    except AudioError as e:
+        raise BadAudio(str(e)) from None
+
+
+def observe_final(res: Resources, session: Session, eos_at: float) -> None:
+    """End-of-utterance latency (eos received to final sent) and real-time factor."""
+    res.metrics.eou_latency_seconds.observe(time.perf_counter() - eos_at)
+    if session.duration > 0:
+        res.metrics.real_time_factor.observe(session.timing.busy / session.duration)

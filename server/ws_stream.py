@@ -1,0 +1,104 @@
+"""`/v1/stream`: config message, binary audio frames, `{"type": "eos"}`; partials, then a final.
+
+client                               server
+{"type": "config", ...}   ->
+<binary audio>*           ->         <- {"type": "partial", "text", "stable"}*
+{"type": "eos"}           ->         <- {"type": "final", "text", "words", "alternatives"}
+                                     <- close 1000
+any rule broken                      <- {"type": "error", "code", "message"}, close 1003..1013
+"""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, WebSocket
+from starlette.websockets import WebSocketDisconnect
+
+from server.errors import BadConfig, BadMessage, OutOfOrder, SessionError
+from server.protocol import ProtocolError, StreamConfig, parse_control, parse_stream_config
+from server.session import Options, Session
+from server.transport import (
+    Resources,
+    audio_frame,
+    authorize,
+    close_with_error,
+    log,
+    observe_final,
+    receive,
+    resources,
+)
+
+router = APIRouter()
+
+
+@router.websocket("/v1/stream")
+async def stream(ws: WebSocket) -> None:
+    res = resources(ws)
+    await ws.accept()
+    try:
+        authorize(ws, res.config.auth_tokens)
+        with res.slots.hold():
+            await _serve(ws, res)
+        res.metrics.streams.labels("stream").inc()
+    except SessionError as e:
+        await close_with_error(ws, e, res.metrics)
+    except WebSocketDisconnect:
+        log.info("client left /v1/stream mid-stream; its resources are freed")
+
+
+async def _serve(ws: WebSocket, res: Resources) -> None:
+    config = await _first_config(ws, res)
+    session = Session(res.engine, _options(config))
+    try:
+        await session.start()
+        while True:
+            message = await receive(ws, res.config.idle_timeout_s)
+            if isinstance(message, bytes):
+                partial = await session.feed(audio_frame(message, config.encoding))
+                if partial is not None:
+                    await ws.send_json(partial.model_dump())
+                continue
+            _eos(message)
+            eos_at = time.perf_counter()
+            final = await session.finish()
+            await ws.send_json(final.model_dump())
+            observe_final(res, session, eos_at)
+            await ws.close(1000)
+            return
+    finally:
+        session.close()
+
+
+async def _first_config(ws: WebSocket, res: Resources) -> StreamConfig:
+    message = await receive(ws, res.config.idle_timeout_s)
+    if isinstance(message, bytes):
+        raise OutOfOrder(
+            'audio before the config; send {"type": "config", "sample_rate": ...} first'
+        )
+    try:
+        return parse_stream_config(message)
+    except ProtocolError as e:
+        raise _protocol_error(e) from None
+
+
+def _eos(text: str) -> None:
+    try:
+        parse_control(text)
+    except ProtocolError as e:
+        raise _protocol_error(e) from None
+
+
+def _protocol_error(e: ProtocolError) -> SessionError:
+    kinds: dict[str, type[SessionError]] = {"out_of_order": OutOfOrder, "bad_config": BadConfig}
+    return kinds.get(e.code, BadMessage)(str(e))
+
+
+def _options(config: StreamConfig) -> Options:
+    return Options(
+        sample_rate=config.sample_rate,
+        partials=config.partials,
+        n_best=config.n_best,
+        word_timestamps=config.word_timestamps,
+        hotwords=tuple(config.hotwords),
+    )

@@ -1,0 +1,93 @@
+"""Test helpers: a real uvicorn on 127.0.0.1 with a random port, test audio, the offline
+reference transcript a server must reproduce."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from decoder.greedy import GreedyDecoder
+from models.bundle import load_bundle
+from models.features import featurize
+from server.app import create_app
+from server.config import ServerConfig
+from server.serve import DrainingServer, make_server
+from server.transport import Resources
+
+F32 = npt.NDArray[np.float32]
+
+
+@dataclass
+class Running:
+    url: str  # http://127.0.0.1:PORT
+    ws: str  # ws://127.0.0.1:PORT
+    server: DrainingServer
+
+    @property
+    def resources(self) -> Resources:
+        res = self.server.app.state.resources
+        assert isinstance(res, Resources)
+        return res
+
+
+@contextmanager
+def running(config: ServerConfig) -> Iterator[Running]:
+    """Serve `config` on a free port in a background thread until the block ends."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = make_server(create_app(config), "127.0.0.1", port, log_level="warning")
+    started = threading.Event()
+    startup = server.startup
+
+    async def startup_then_signal(sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await startup(sockets)
+        finally:
+            started.set()
+
+    server.startup = startup_then_signal  # type: ignore[method-assign]
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    assert started.wait(60) and server.started, "the server did not start"
+    try:
+        yield Running(f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", server)
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+
+
+def make_audio(seconds: float = 1.5, rate: int = 16000, seed: int = 0) -> F32:
+    """A chirp in bursts over faint noise, float32 in [-1, 1]."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * rate)) / rate
+    bursts = np.sin(2 * np.pi * 2 * t) > 0
+    audio = 0.2 * np.sin(2 * np.pi * 300 * t * (1 + t)) * bursts + 0.02 * rng.standard_normal(
+        len(t)
+    )
+    return np.asarray(audio, np.float32)
+
+
+def pcm16(audio: F32) -> bytes:
+    return (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+
+
+def reference_text(bundle: Path, audio16k: F32) -> str:
+    """Whole-utterance forward + greedy decoding: what any chunking must reproduce."""
+    model = load_bundle(bundle)
+    feats = featurize(audio16k, model.config.features)
+    with torch.no_grad():
+        log_probs, n = model(torch.from_numpy(feats)[None], torch.tensor([len(feats)]))
+    stream = GreedyDecoder(model.config.alphabet, model.config.frame_seconds).start()
+    stream.advance(log_probs[0, : int(n[0])].numpy())
+    return stream.finalize()[0].text

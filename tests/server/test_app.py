@@ -1,0 +1,155 @@
+"""The server end to end: a real uvicorn, real WebSocket, OpenAI and Vosk clients."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import openai
+import pytest
+from websockets.sync.client import ClientConnection, connect
+
+from server.config import ServerConfig
+from tests.server.serving import Running, make_audio, pcm16, reference_text, running
+
+AUDIO = make_audio(1.5)
+AUDIO_PCM = pcm16(AUDIO)
+FRAME = 3200  # bytes: 100 ms of 16 kHz PCM16
+
+
+@pytest.fixture(scope="module")
+def server(tiny_bundle: Path) -> Iterator[Running]:
+    config = ServerConfig(bundle=str(tiny_bundle), max_streams=3, max_upload_mb=0.5, chunk_ms=80)
+    with running(config) as r:
+        yield r
+
+
+@pytest.fixture(scope="module")
+def expected(tiny_bundle: Path) -> str:
+    quantised = np.frombuffer(AUDIO_PCM, "<i2").astype(np.float32) / 32768
+    text = reference_text(tiny_bundle, quantised)
+    assert len(text.split()) >= 2, "the test bundle should spell several words"
+    return text
+
+
+def stream(ws: ClientConnection, audio: bytes, frame: int = FRAME, **config: object) -> list[Any]:
+    """Send a config, the audio in frames and eos; every message received until close."""
+    ws.send(json.dumps({"type": "config", "sample_rate": 16000, **config}))
+    for i in range(0, len(audio), frame):
+        ws.send(audio[i : i + frame])
+    ws.send(json.dumps({"type": "eos"}))
+    return [json.loads(m) for m in ws]
+
+
+def test_probes_and_metrics(server: Running) -> None:
+    assert httpx.get(f"{server.url}/healthz").json() == {"status": "ok"}
+    assert httpx.get(f"{server.url}/readyz").json() == {"ready": True}
+    body = httpx.get(f"{server.url}/metrics").text
+    for name in (
+        "harken_batch_size",
+        "harken_step_seconds",
+        "harken_queue_wait_seconds",
+        "harken_active_streams",
+    ):
+        assert name in body
+
+
+def test_websocket_stream_gives_partials_then_the_offline_transcript(
+    server: Running, expected: str
+) -> None:
+    with connect(f"{server.ws}/v1/stream") as ws:
+        messages = stream(ws, AUDIO_PCM, n_best=3)
+        assert ws.close_code == 1000
+    *partials, final = messages
+    assert partials and all(m["type"] == "partial" for m in partials)
+    assert all(expected.startswith(m["stable"]) for m in partials)
+    assert final["type"] == "final" and final["text"] == expected
+    assert final["duration"] == pytest.approx(1.5, abs=1e-3)
+    words = final["words"]
+    assert [w["word"] for w in words] == expected.split()
+    assert all(0 <= w["start"] < w["end"] <= 1.5 + 0.05 and 0 < w["conf"] <= 1 for w in words)
+    assert all(a["end"] <= b["start"] for a, b in zip(words, words[1:], strict=False))
+
+
+def test_any_frame_size_and_partials_off_give_the_same_final(
+    server: Running, expected: str
+) -> None:
+    with connect(f"{server.ws}/v1/stream") as ws:
+        messages = stream(ws, AUDIO_PCM, frame=1234, partials=False, word_timestamps=False)
+    assert [m["type"] for m in messages] == ["final"]
+    assert messages[0]["text"] == expected and messages[0]["words"] == []
+
+
+def test_other_sample_rates_and_float_samples_are_resampled(server: Running) -> None:
+    audio8k = make_audio(1.0, rate=8000)
+    with connect(f"{server.ws}/v1/stream") as ws:
+        ws.send(json.dumps({"type": "config", "sample_rate": 8000, "encoding": "f32le"}))
+        ws.send(audio8k.astype("<f4").tobytes())
+        ws.send(json.dumps({"type": "eos"}))
+        final = [json.loads(m) for m in ws][-1]
+    assert final["type"] == "final" and final["duration"] == pytest.approx(1.0)
+
+
+def test_openai_client_against_the_rest_endpoint(
+    server: Running, expected: str, tmp_path: Path
+) -> None:
+    import soundfile
+
+    wav = tmp_path / "a.wav"
+    soundfile.write(wav, np.frombuffer(AUDIO_PCM, "<i2"), 16000, subtype="PCM_16")
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+    with wav.open("rb") as f:
+        result = client.audio.transcriptions.create(model="harken", file=f)
+    assert result.text == expected
+    with wav.open("rb") as f:
+        verbose = client.audio.transcriptions.create(
+            model="harken",
+            file=f,
+            response_format="verbose_json",
+            timestamp_granularities=["word", "segment"],
+        )
+    assert verbose.text == expected and verbose.duration == pytest.approx(1.5)
+    assert [w.word for w in verbose.words or []] == expected.split()
+    assert " ".join(s.text for s in verbose.segments or []) == expected
+    with wav.open("rb") as f:
+        srt = client.audio.transcriptions.create(model="harken", file=f, response_format="srt")
+    assert str(srt).startswith("1\n00:00:0") and " --> " in str(srt)
+
+
+def test_rest_text_and_vtt_formats(server: Running, expected: str, tmp_path: Path) -> None:
+    import soundfile
+
+    wav = tmp_path / "a.flac"
+    soundfile.write(wav, np.frombuffer(AUDIO_PCM, "<i2"), 16000, subtype="PCM_16")
+    files = {"file": ("a.flac", wav.read_bytes())}
+    text = httpx.post(
+        f"{server.url}/v1/audio/transcriptions",
+        files=files,
+        data={"model": "x", "response_format": "text"},
+    )
+    assert text.status_code == 200 and text.text.strip() == expected
+    vtt = httpx.post(
+        f"{server.url}/v1/audio/transcriptions",
+        files=files,
+        data={"model": "x", "response_format": "vtt"},
+    )
+    assert vtt.text.startswith("WEBVTT\n\n00:00:")
+
+
+def test_vosk_client_protocol(server: Running, expected: str) -> None:
+    with connect(f"{server.ws}/vosk") as ws:
+        ws.send('{ "config" : { "sample_rate" : 16000 } }')
+        replies = []
+        for i in range(0, len(AUDIO_PCM), 8000):
+            ws.send(AUDIO_PCM[i : i + 8000])
+            replies.append(json.loads(ws.recv()))
+        ws.send('{"eof" : 1}')
+        result = json.loads(ws.recv())
+    assert len(replies) == -(-len(AUDIO_PCM) // 8000) and all("partial" in r for r in replies)
+    assert result["text"] == expected
+    assert [w["word"] for w in result["result"]] == expected.split()
+    assert set(result["result"][0]) == {"conf", "start", "end", "word"}
