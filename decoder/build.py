@@ -1,0 +1,133 @@
+"""`harken build-lm`: a pruned, quantised KenLM n-gram (word or character) for the decoder.
+
+    harken build-lm --text data/corpus/lm_text.txt --order 4 --prune 0 1 1 --out models/default
+
+writes OUT/lm.binary (trie, 8-bit quantised), OUT/unigrams.txt (the vocabulary, for the
+partial-word check) and OUT/decoder.json. The first run compiles KenLM's lmplz and
+build_binary (decoder/kenlm_tools.py, a few minutes); later runs reuse them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from decoder.beam import DecoderConfig
+from decoder.kenlm_tools import DEFAULT_CACHE, ensure_tools
+from decoder.lm import CHAR_SPACE, Unit
+from decoder.loading import write_decoder_json
+
+SPECIAL = {"<s>", "</s>", "<unk>"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--text", type=Path, required=True, help="normalised text, a sentence a line"
+    )
+    parser.add_argument("--out", type=Path, required=True, help="directory for the LM files")
+    parser.add_argument("--order", type=int, default=4, help="n-gram order (KenLM allows <= 6)")
+    parser.add_argument(
+        "--prune",
+        type=int,
+        nargs="*",
+        default=[0, 1, 1],
+        help="lmplz --prune: count thresholds per order (unigrams first; 0 keeps all)",
+    )
+    parser.add_argument("--unit", choices=["word", "char"], default="word", help="LM tokens")
+    parser.add_argument("--quantize", type=int, default=8, help="bits for probabilities/backoffs")
+    parser.add_argument("--memory", default="512M", help="lmplz -S: sorting memory")
+    parser.add_argument("--alpha", type=float, default=DecoderConfig.alpha, help="LM weight")
+    parser.add_argument("--beta", type=float, default=DecoderConfig.beta, help="insertion bonus")
+    parser.add_argument("--kenlm-dir", type=Path, default=DEFAULT_CACHE, help="KenLM build cache")
+
+
+def main(args: argparse.Namespace) -> int:
+    if not args.text.is_file():
+        raise SystemExit(f"--text {args.text} does not exist")
+    if not 2 <= args.order <= 6:
+        raise SystemExit(f"--order must be in 2..6 (KenLM's build limit), got {args.order}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    build_lm(
+        args.text,
+        args.out,
+        args.order,
+        args.prune,
+        args.unit,
+        args.quantize,
+        args.memory,
+        args.kenlm_dir,
+    )
+    config = DecoderConfig(alpha=args.alpha, beta=args.beta)
+    write_decoder_json(args.out, config, args.unit, args.order, "lm.binary", "unigrams.txt")
+    size = (args.out / "lm.binary").stat().st_size
+    print(f"wrote {args.out}/lm.binary ({size / 1e6:.2f} MB), unigrams.txt, decoder.json")
+    return 0
+
+
+def build_lm(
+    text: Path,
+    out: Path,
+    order: int,
+    prune: list[int],
+    unit: Unit,
+    quantize: int = 8,
+    memory: str = "512M",
+    kenlm_dir: Path = DEFAULT_CACHE,
+) -> None:
+    """Estimate an ARPA with lmplz, then write lm.binary and unigrams.txt into `out`."""
+    tools = ensure_tools(kenlm_dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus, arpa = Path(tmp) / "corpus.txt", Path(tmp) / "lm.arpa"
+        corpus.write_text("".join(line + "\n" for line in lm_tokens(_lines(text), unit)))
+        lmplz = [str(tools.lmplz), "-o", str(order), "-S", memory, "-T", tmp]
+        lmplz += ["--discount_fallback", *_prune_args(prune, order)]
+        with corpus.open() as src, arpa.open("w") as dst:
+            subprocess.run(lmplz, stdin=src, stdout=dst, check=True, stderr=subprocess.DEVNULL)
+        binary = [str(tools.build_binary), "-q", str(quantize), "-b", str(quantize)]
+        binary += ["-a", "22", "trie", str(arpa), str(out / "lm.binary")]
+        subprocess.run(binary, check=True, stdout=subprocess.DEVNULL)
+        words = sorted(arpa_unigrams(arpa) - SPECIAL)
+        (out / "unigrams.txt").write_text("".join(w + "\n" for w in words))
+
+
+def _lines(text: Path) -> Iterator[str]:
+    with text.open() as f:
+        for line in f:
+            if line.strip():
+                yield line.strip()
+
+
+def lm_tokens(lines: Iterable[str], unit: Unit) -> Iterator[str]:
+    """Lines as the LM's tokens: words as they are, or characters with the space as `|`."""
+    for line in lines:
+        words = line.split()
+        if unit == "word":
+            yield " ".join(words)
+        else:
+            yield f" {CHAR_SPACE} ".join(" ".join(w) for w in words)
+
+
+def _prune_args(prune: list[int], order: int) -> list[str]:
+    if not prune or not any(prune):
+        return []
+    if any(a > b for a, b in zip(prune, prune[1:], strict=False)) or len(prune) > order:
+        raise SystemExit(f"--prune needs at most {order} non-decreasing thresholds, got {prune}")
+    return ["--prune", *map(str, prune)]
+
+
+def arpa_unigrams(arpa: Path) -> set[str]:
+    """The words of an ARPA file's 1-gram section."""
+    words: set[str] = set()
+    with arpa.open() as f:
+        section = False
+        for line in f:
+            if line.startswith("\\"):
+                section = line.startswith("\\1-grams:")
+                continue
+            parts = line.split("\t")
+            if section and len(parts) >= 2:
+                words.add(parts[1].strip())
+    return words

@@ -1,0 +1,71 @@
+"""decoder.json: the files and tuned settings of a bundle's LM, and loading a decoder from it.
+
+    {"lm": "lm.binary", "unigrams": "unigrams.txt", "unit": "word", "order": 4,
+     "config": {"alpha": 0.5, "beta": 1.0, "beam_width": 64, ...}}
+
+`config` holds DecoderConfig fields; frame_seconds is not among them, since it belongs to
+the acoustic model (the bundle's config.json), and the caller passes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from decoder.alphabet import Alphabet
+from decoder.beam import BeamSearchDecoder, DecoderConfig
+from decoder.lm import KenLM, Unit
+
+DECODER_JSON = "decoder.json"
+_NOT_SAVED = ("frame_seconds",)
+
+
+def write_decoder_json(
+    directory: Path, config: DecoderConfig, unit: Unit, order: int, lm: str, unigrams: str
+) -> Path:
+    """Write (or overwrite) DIR/decoder.json; returns its path."""
+    settings = {k: v for k, v in dataclasses.asdict(config).items() if k not in _NOT_SAVED}
+    doc = {"lm": lm, "unigrams": unigrams, "unit": unit, "order": order, "config": settings}
+    path = directory / DECODER_JSON
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    return path
+
+
+def read_decoder_json(directory: Path) -> dict[str, Any]:
+    path = directory / DECODER_JSON
+    if not path.is_file():
+        raise FileNotFoundError(f"no {DECODER_JSON} in {directory}; build one with harken build-lm")
+    doc: dict[str, Any] = json.loads(path.read_text())
+    unknown = set(doc.get("config", {})) - {f.name for f in dataclasses.fields(DecoderConfig)}
+    if unknown:
+        raise ValueError(f"{path}: unknown config fields {sorted(unknown)}")
+    return doc
+
+
+def update_decoder_json(directory: Path, **settings: float | int) -> None:
+    """Change some config fields (e.g. the tuned alpha and beta) in place."""
+    doc = read_decoder_json(directory)
+    doc["config"].update(settings)
+    DecoderConfig(**doc["config"])  # validates
+    (directory / DECODER_JSON).write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def load_config(directory: Path, frame_seconds: float, **overrides: Any) -> DecoderConfig:
+    doc = read_decoder_json(directory)
+    return DecoderConfig(**{**doc["config"], "frame_seconds": frame_seconds, **overrides})
+
+
+def load_decoder(
+    directory: Path, alphabet: Alphabet, frame_seconds: float, **overrides: Any
+) -> BeamSearchDecoder:
+    """The beam search decoder a directory's decoder.json describes (LM and unigrams loaded
+    once; share the result between streams)."""
+    directory = Path(directory)
+    doc = read_decoder_json(directory)
+    config = load_config(directory, frame_seconds, **overrides)
+    lm = KenLM(directory / doc["lm"], unit=doc.get("unit", "word"))
+    unigram_path = directory / doc["unigrams"] if doc.get("unigrams") else None
+    unigrams = unigram_path.read_text().split() if unigram_path is not None else None
+    return BeamSearchDecoder(alphabet, config, lm, unigrams)

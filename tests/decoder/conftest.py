@@ -1,0 +1,54 @@
+"""Tiny real language models (ARPA files KenLM loads directly) and log-prob helpers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from decoder.alphabet import Alphabet
+from decoder.lm import CHAR_SPACE, KenLM
+
+TINY = Alphabet((" ", "a", "b"))
+
+
+def write_arpa(path: Path, unigrams: dict[str, float], bigrams: dict[str, float]) -> Path:
+    """A bigram ARPA: unigrams {word: log10 p} (backoff -0.3), bigrams {"w1 w2": log10 p}."""
+    lines = ["\\data\\", f"ngram 1={len(unigrams)}", f"ngram 2={len(bigrams)}", "", "\\1-grams:"]
+    lines += [f"{p}\t{w}\t-0.3" if w != "</s>" else f"{p}\t{w}" for w, p in unigrams.items()]
+    lines += ["", "\\2-grams:"]
+    lines += [f"{p}\t{ws}" for ws, p in bigrams.items()]
+    lines += ["", "\\end\\", ""]
+    path.write_text("\n".join(lines))
+    return path
+
+
+WORDS = {"<s>": -99.0, "</s>": -1.0, "<unk>": -3.0, "a": -0.7, "b": -0.9, "ab": -0.6, "ba": -1.2}
+WORD_BIGRAMS = {"<s> ab": -0.2, "ab ba": -0.3, "ba </s>": -0.1, "a b": -0.5, "<s> a": -0.4}
+
+
+@pytest.fixture(scope="session")
+def word_lm(tmp_path_factory: pytest.TempPathFactory) -> KenLM:
+    path = write_arpa(tmp_path_factory.mktemp("lm") / "word.arpa", WORDS, WORD_BIGRAMS)
+    return KenLM(path, unit="word")
+
+
+@pytest.fixture(scope="session")
+def char_lm(tmp_path_factory: pytest.TempPathFactory) -> KenLM:
+    chars = {"<s>": -99.0, "</s>": -0.8, "<unk>": -2.0, "a": -0.5, "b": -0.6, CHAR_SPACE: -0.7}
+    pairs = {"a b": -0.2, "b a": -0.3, f"b {CHAR_SPACE}": -0.4, f"{CHAR_SPACE} a": -0.3}
+    path = write_arpa(tmp_path_factory.mktemp("lm") / "char.arpa", chars, pairs)
+    return KenLM(path, unit="char")
+
+
+def log_softmax(x: np.ndarray) -> np.ndarray:
+    return x - np.logaddexp.reduce(x, axis=-1, keepdims=True)
+
+
+def spell(path: str, alphabet: Alphabet, p: float = 0.9) -> np.ndarray:
+    """Log-probs [T, V] whose frame t shows path[t] with probability p ('_' = blank)."""
+    lp = np.full((len(path), alphabet.size), np.log((1 - p) / (alphabet.size - 1)))
+    for t, ch in enumerate(path):
+        lp[t, 0 if ch == "_" else alphabet.id_of(ch)] = np.log(p)
+    return lp

@@ -1,0 +1,153 @@
+"""The beam search: exact on tiny problems, chunked equals whole, sane streaming output."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from decoder.alphabet import ENGLISH, Alphabet
+from decoder.beam import BeamSearchDecoder, DecoderConfig
+from decoder.lm import CHAR_SPACE, KenLM
+from tests.decoder.conftest import TINY, log_softmax, spell
+
+WIDE = DecoderConfig(
+    alpha=0.7,
+    beta=0.4,
+    beam_width=100_000,
+    cutoff_prob=1.0,
+    cutoff_top_n=64,
+    score_threshold=np.inf,
+    unk_penalty=-2.0,
+    nbest=1000,
+)
+
+
+def brute_force(lp: np.ndarray, lm: KenLM | None, cfg: DecoderConfig) -> dict[str, float]:
+    """Q of every text: CTC mass summed over all paths (spaces normalised), plus the LM."""
+    mass: dict[str, float] = {}
+    for path in itertools.product(range(lp.shape[1]), repeat=lp.shape[0]):
+        ids = [c for i, c in enumerate(path) if c and (i == 0 or c != path[i - 1])]
+        text = " ".join(TINY.decode(ids).split())
+        mass[text] = float(
+            np.logaddexp(mass.get(text, -np.inf), lp[np.arange(len(path)), path].sum())
+        )
+    return {text: ac + _lm_side(text, lm, cfg) for text, ac in mass.items()}
+
+
+def _lm_side(text: str, lm: KenLM | None, cfg: DecoderConfig) -> float:
+    tokens = (
+        text.split() if lm is None or lm.unit == "word" else list(text.replace(" ", CHAR_SPACE))
+    )
+    if lm is None:
+        return cfg.beta * len(tokens)
+    state, total = lm.begin(), 0.0
+    for token in tokens:
+        score, state, known = lm.score(state, token)
+        total += cfg.alpha * score + cfg.beta + (0.0 if known else cfg.unk_penalty)
+    return total + cfg.alpha * lm.finish(state)
+
+
+tiny_log_probs = arrays(np.float64, (5, TINY.size), elements=st.floats(-6, 6)).map(log_softmax)
+
+
+@pytest.mark.parametrize("which", ["none", "word", "char"])
+@settings(max_examples=15, deadline=None)
+@given(lp=tiny_log_probs)
+def test_wide_beam_finds_the_best_text(
+    which: str, lp: np.ndarray, request: pytest.FixtureRequest
+) -> None:
+    lm = None if which == "none" else request.getfixturevalue(f"{which}_lm")
+    want = brute_force(lp, lm, WIDE)
+    got = BeamSearchDecoder(TINY, WIDE, lm).decode(lp)
+    best = max(want.values())
+    assert got[0].score == pytest.approx(best, abs=1e-6)
+    for hyp in got:  # every hypothesis is scored as the reference scores its text
+        assert hyp.score == pytest.approx(want[hyp.text], abs=1e-6)
+
+
+def _fuzzed(v: int, max_t: int = 40) -> st.SearchStrategy[np.ndarray]:
+    shapes = st.integers(1, max_t).map(lambda t: (t, v))
+    return arrays(np.float64, shapes, elements=st.floats(-5, 5)).map(lambda x: log_softmax(x * 3))
+
+
+@pytest.mark.parametrize("which", ["none", "word"])
+@settings(max_examples=25, deadline=None)
+@given(lp=_fuzzed(TINY.size), data=st.data())
+def test_chunked_equals_whole(
+    which: str, lp: np.ndarray, data: st.DataObject, request: pytest.FixtureRequest
+) -> None:
+    lm = None if which == "none" else request.getfixturevalue(f"{which}_lm")
+    cfg = DecoderConfig(beam_width=8, cutoff_prob=0.95, score_threshold=8.0)
+    decoder = BeamSearchDecoder(TINY, cfg, lm, unigrams=["a", "ab", "ba"])
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(lp)), max_size=6)))
+    stream = decoder.start(hotwords=[("ab ba", 3.0)])
+    for lo, hi in itertools.pairwise([0, *cuts, len(lp)]):
+        stream.advance(lp[lo:hi])
+        stable = stream.partial().stable_text
+    assert stream.finalize() == decoder.decode(lp, hotwords=[("ab ba", 3.0)])
+    assert decoder.decode(lp, hotwords=[("ab ba", 3.0)])[0].text.startswith(stable.rstrip())
+
+
+ENGLISH_ALPHABET = Alphabet(ENGLISH)
+
+
+def test_words_have_times_and_confidences() -> None:
+    lp = spell("__hh_e_ll_lo__  _wo_rr_ld__", ENGLISH_ALPHABET)
+    [best, *_] = BeamSearchDecoder(ENGLISH_ALPHABET, DecoderConfig(frame_seconds=0.02)).decode(lp)
+    assert best.text == "hello world"
+    assert [w.word for w in best.words] == ["hello", "world"]
+    assert best.words[0].start == pytest.approx(2 * 0.02)
+    assert best.words[0].end == pytest.approx(12 * 0.02)
+    assert best.words[1].start == pytest.approx(17 * 0.02)
+    assert all(0.85 < w.conf <= 1.0 for w in best.words)
+
+
+def test_partial_reports_a_stable_prefix_of_the_best_text() -> None:
+    decoder = BeamSearchDecoder(ENGLISH_ALPHABET, DecoderConfig(beam_width=8))
+    stream = decoder.start()
+    lp = spell("__hh_e_ll_lo__  _wo_rr_ld__", ENGLISH_ALPHABET)
+    stream.advance(lp[:16])
+    partial = stream.partial()
+    assert partial.text.startswith("hello")
+    assert 0 <= partial.stable <= len(partial.text)
+    assert partial.text.startswith(partial.stable_text)
+    stream.advance(lp[16:])
+    assert stream.finalize()[0].text.startswith(partial.stable_text.rstrip())
+
+
+def test_hotword_boost_flips_an_ambiguous_word() -> None:
+    lp = spell("__c_a_t__", ENGLISH_ALPHABET)
+    b, c = ENGLISH_ALPHABET.id_of("b"), ENGLISH_ALPHABET.id_of("c")
+    lp[2, b], lp[2, c] = np.log(0.45), np.log(0.5)
+    decoder = BeamSearchDecoder(ENGLISH_ALPHABET)
+    assert decoder.decode(lp)[0].text == "cat"
+    assert decoder.decode(lp, hotwords=[("bat", 2.0)])[0].text == "bat"
+    assert decoder.decode(lp, hotwords={"bat": 0.01})[0].text == "cat"
+
+
+def test_word_lm_prefers_the_likelier_word(word_lm: KenLM) -> None:
+    lp = spell("_a_b_", TINY)  # "ab" acoustically, but make " " between a and b plausible
+    lp[2] = np.log([0.05, 0.45, 0.05, 0.45])
+    cfg = DecoderConfig(alpha=2.0, beta=0.0)
+    assert BeamSearchDecoder(TINY, cfg, word_lm).decode(lp)[0].text == "ab"
+    assert BeamSearchDecoder(TINY, cfg).decode(lp)[0].text in ("ab", "a b")
+
+
+def test_bad_input_is_rejected_with_a_reason() -> None:
+    stream = BeamSearchDecoder(TINY).start()
+    with pytest.raises(ValueError, match=r"\[T, 4\]"):
+        stream.advance(np.zeros((3, 5)))
+    with pytest.raises(ValueError, match="NaN"):
+        stream.advance(np.full((2, 4), np.nan))
+    stream.finalize()
+    with pytest.raises(RuntimeError, match="finalized"):
+        stream.advance(np.log(np.full((1, 4), 0.25)))
+    with pytest.raises(ValueError, match="beam_width"):
+        DecoderConfig(beam_width=0)
+    with pytest.raises(ValueError, match="hotword"):
+        BeamSearchDecoder(TINY).start(hotwords=["abc"])
