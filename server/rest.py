@@ -88,6 +88,8 @@ async def _read_upload(file: UploadFile, limit: int) -> bytes:
 
 async def _transcribe(res: Resources, data: bytes) -> Final:
     rate = res.engine.features.sample_rate
+    if not data:
+        raise EmptyAudio("the uploaded file is empty")
     try:
         audio = await asyncio.to_thread(decode_file, data, rate)
     except AudioError as e:

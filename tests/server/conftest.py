@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from models.bundle import save_bundle
 from models.config import ModelConfig
 from models.ds2 import DS2
+from server.config import ServerConfig
+from tests.server.serving import AUDIO_PCM, Running, reference_text, running
 
 TINY = ModelConfig(
     conv_layers=1,
@@ -31,3 +35,22 @@ def tiny_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
         model.feat_std.fill_(3.0)
         model.output.bias[1] += 0.5  # more spaces: random weights then spell several "words"
     return save_bundle(model, tmp_path_factory.mktemp("bundle") / "tiny")
+
+
+@pytest.fixture(scope="session")
+def server(tiny_bundle: Path) -> Iterator[Running]:
+    """A server with small limits, shared by the end-to-end tests (none holds it busy)."""
+    config = ServerConfig(
+        bundle=str(tiny_bundle), max_streams=3, max_upload_mb=0.5, max_stream_s=3.0, chunk_ms=80
+    )
+    with running(config) as r:
+        yield r
+
+
+@pytest.fixture(scope="session")
+def expected(tiny_bundle: Path) -> str:
+    """The offline transcript of AUDIO_PCM, which every endpoint must reproduce."""
+    quantised = np.frombuffer(AUDIO_PCM, "<i2").astype(np.float32) / 32768
+    text = reference_text(tiny_bundle, quantised)
+    assert len(text.split()) >= 2, "the test bundle should spell several words"
+    return text

@@ -3,16 +3,21 @@ reference transcript a server must reproduce."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import torch
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection
 
 from decoder.greedy import GreedyDecoder
 from models.bundle import load_bundle
@@ -91,3 +96,24 @@ def reference_text(bundle: Path, audio16k: F32) -> str:
     stream = GreedyDecoder(model.config.alphabet, model.config.frame_seconds).start()
     stream.advance(log_probs[0, : int(n[0])].numpy())
     return stream.finalize()[0].text
+
+
+AUDIO_PCM = pcm16(make_audio(1.5))  # the test utterance as a client sends it
+
+
+def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait for server-side cleanup that follows a client's action asynchronously."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
+
+
+def receive_all(ws: ClientConnection) -> list[Any]:
+    """Every JSON message until the server closes, whatever the close code."""
+    messages = []
+    try:
+        while True:
+            messages.append(json.loads(ws.recv()))
+    except ConnectionClosed:
+        return messages

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,27 +12,9 @@ import openai
 import pytest
 from websockets.sync.client import ClientConnection, connect
 
-from server.config import ServerConfig
-from tests.server.serving import Running, make_audio, pcm16, reference_text, running
+from tests.server.serving import AUDIO_PCM, Running, make_audio
 
-AUDIO = make_audio(1.5)
-AUDIO_PCM = pcm16(AUDIO)
 FRAME = 3200  # bytes: 100 ms of 16 kHz PCM16
-
-
-@pytest.fixture(scope="module")
-def server(tiny_bundle: Path) -> Iterator[Running]:
-    config = ServerConfig(bundle=str(tiny_bundle), max_streams=3, max_upload_mb=0.5, chunk_ms=80)
-    with running(config) as r:
-        yield r
-
-
-@pytest.fixture(scope="module")
-def expected(tiny_bundle: Path) -> str:
-    quantised = np.frombuffer(AUDIO_PCM, "<i2").astype(np.float32) / 32768
-    text = reference_text(tiny_bundle, quantised)
-    assert len(text.split()) >= 2, "the test bundle should spell several words"
-    return text
 
 
 def stream(ws: ClientConnection, audio: bytes, frame: int = FRAME, **config: object) -> list[Any]:
