@@ -1,4 +1,4 @@
-"""Greedy (best-path) CTC decoding as a stream: the fallback when a bundle has no LM.
+"""Greedy (best-path) CTC decoding as a stream: the cheapest decoder, with no LM or n-best.
 
 Each frame's most likely symbol, repeats collapsed, blanks dropped. It speaks the same
 stream API as the beam search (`start`, `advance`, `partial`, `finalize`), and decoding in
@@ -13,24 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from decoder.hypothesis import Hypothesis, Word
+
 F32 = npt.NDArray[np.float32]
-
-
-@dataclass(frozen=True)
-class Word:
-    word: str
-    start: float  # seconds: start of the frame of its first symbol
-    end: float  # seconds: end of the frame of its last symbol
-    conf: float  # mean probability of its symbols, 0..1
-
-
-@dataclass(frozen=True)
-class Hypothesis:
-    text: str
-    score: float  # total log score (here the acoustic one: no LM)
-    acoustic: float  # sum of the best path's log-probs
-    lm: float  # LM contribution (0: no LM)
-    words: tuple[Word, ...]
 
 
 @dataclass
@@ -80,7 +65,7 @@ class GreedyStream:
     def _hypothesis(self) -> Hypothesis:
         words = tuple(self._words())
         text = " ".join(w.word for w in words)
-        return Hypothesis(text, self._score, self._score, 0.0, words)
+        return Hypothesis(text, self._score, self._score, 0.0, words)  # all of it is stable
 
     def _words(self) -> list[Word]:
         out: list[Word] = []

@@ -86,7 +86,7 @@ def _engine(
 
     return Engine(
         dispatcher=dispatcher,
-        decoder=build_decoder(config.bundle, model),
+        decoder=build_decoder(config.bundle, model, config.decoder, config.beam_size),
         pool=pool,
         features=model.features,
         chunk_frames=frames(config.chunk_ms),

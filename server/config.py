@@ -18,6 +18,7 @@ from server.dispatch import POLICIES, DispatchConfig
 
 DEVICES = ("cpu", "cuda")
 DTYPES = ("fp32", "bf16", "fp16")
+DECODERS = ("beam", "greedy")
 DEFAULT_BUNDLE = str(Path(__file__).resolve().parent.parent / "models" / "default")
 ENV_PREFIX = "HARKEN_"
 
@@ -36,7 +37,8 @@ class ServerConfig:
     chunk_ms: int = 160  # audio per model step for a live stream (a multiple of the hop)
     max_chunk_ms: int = 2560  # most audio one stream sends through one step (backlog, files)
     decoder_workers: int = 2  # decoder threads; one stream always on the same one
-    beam_size: int = 32  # decoder beam width (when the bundle's decoder is a beam search)
+    decoder: str = "beam"  # beam (with the bundle's LM when it has one) | greedy
+    beam_size: int = 0  # beam width; 0 keeps the bundle's tuned decoder.json value
     max_upload_mb: float = 25.0  # REST upload limit (OpenAI's is 25 MB); larger gets 413
     max_stream_s: float = 600.0  # longest audio one stream or file may carry, in seconds
     idle_timeout_s: float = 30.0  # a WebSocket silent this long is closed
@@ -49,7 +51,9 @@ class ServerConfig:
         _check(self.dtype in DTYPES, f"dtype must be one of {DTYPES}, got {self.dtype!r}")
         _check(self.policy in POLICIES, f"policy must be one of {POLICIES}, got {self.policy!r}")
         _check(0 <= self.port <= 65535, f"port must be in 0..65535, got {self.port}")
-        for name in ("max_batch", "max_streams", "decoder_workers", "beam_size"):
+        _check(self.decoder in DECODERS, f"decoder must be one of {DECODERS}, got {self.decoder!r}")
+        _check(self.beam_size >= 0, f"beam_size must be >= 0, got {self.beam_size}")
+        for name in ("max_batch", "max_streams", "decoder_workers"):
             _check(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         _check(
             self.chunk_ms >= 10 and self.chunk_ms % 10 == 0,
@@ -88,7 +92,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One `--flag` per field (default: from the environment, else the field default)."""
     for f in _FLAGS:
         kind = type(f.default)
-        choices = {"device": DEVICES, "dtype": DTYPES, "policy": POLICIES}.get(f.name)
+        choices = {"device": DEVICES, "dtype": DTYPES, "policy": POLICIES, "decoder": DECODERS}.get(
+            f.name
+        )
         parser.add_argument(
             f"--{f.name.replace('_', '-')}",
             type=kind,

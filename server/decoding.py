@@ -17,7 +17,10 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from decoder.alphabet import Alphabet
+from decoder.beam import BeamSearchDecoder, DecoderConfig
 from decoder.greedy import GreedyDecoder
+from decoder.loading import DECODER_JSON, load_decoder
 from models.config import ModelConfig
 
 T = TypeVar("T")
@@ -42,6 +45,10 @@ class HypothesisLike(Protocol):
     def score(self) -> float: ...
     @property
     def words(self) -> Sequence[WordLike]: ...
+    @property
+    def stable_text(self) -> str:
+        """The prefix of `text` that later audio cannot change."""
+        ...
 
 
 class DecoderStream(Protocol):
@@ -60,9 +67,23 @@ class Decoder(Protocol):
     def start(self, hotwords: Sequence[str] = ()) -> DecoderStream: ...
 
 
-def build_decoder(bundle: str | Path, model: ModelConfig) -> Decoder:
-    """The decoder a bundle asks for. Greedy until the LM beam search is wired in."""
-    return GreedyDecoder(model.alphabet, model.frame_seconds)
+def build_decoder(
+    bundle: str | Path, model: ModelConfig, kind: str = "beam", beam_width: int = 0
+) -> Decoder:
+    """The decoder for a bundle: greedy, or the beam search with the bundle's LM and tuned
+    settings when it has a decoder.json (without one, the search runs with no LM).
+    `beam_width` > 0 overrides the bundle's."""
+    if kind == "greedy":
+        return GreedyDecoder(model.alphabet, model.frame_seconds)
+    if kind != "beam":
+        raise ValueError(f"decoder must be 'beam' or 'greedy', got {kind!r}")
+    alphabet = Alphabet.from_list(model.alphabet)
+    overrides: dict[str, Any] = {"beam_width": beam_width} if beam_width > 0 else {}
+    if (Path(bundle) / DECODER_JSON).is_file():
+        return load_decoder(Path(bundle), alphabet, model.frame_seconds, **overrides)
+    return BeamSearchDecoder(
+        alphabet, DecoderConfig(frame_seconds=model.frame_seconds, **overrides)
+    )
 
 
 class DecoderPool:

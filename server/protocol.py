@@ -63,7 +63,7 @@ class Word(BaseModel):
 class Partial(BaseModel):
     type: Literal["partial"] = "partial"
     text: str  # the best hypothesis so far
-    stable: str  # the leading words of `text` that also led the previous partial
+    stable: str  # the prefix of `text` that later audio cannot change
 
 
 class Alternative(BaseModel):

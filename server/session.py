@@ -25,6 +25,7 @@ from server.audio import Resampler
 from server.decoding import Decoder, DecoderPool, DecoderStream, HypothesisLike
 from server.dispatch import BatchDispatcher, DispatchError
 from server.errors import (
+    BadConfig,
     DecoderFailed,
     EmptyAudio,
     ModelFailed,
@@ -99,8 +100,11 @@ class Session:
         self._resampler = Resampler(self.options.sample_rate, engine.features.sample_rate)
         self._featurizer = StreamingFeaturizer(engine.features)
         self._frames = np.zeros((0, engine.features.n_bins), np.float32)
-        start = engine.decoder.start
-        self._decoder = await engine.pool.submit(self.stream, start, self.options.hotwords)
+        hotwords = tuple(h.lower() for h in self.options.hotwords)
+        try:
+            self._decoder = await engine.pool.submit(self.stream, engine.decoder.start, hotwords)
+        except ValueError as e:  # the decoder validates hotwords against its alphabet
+            raise BadConfig(f"hotwords: {e}") from None
 
     async def feed(self, samples: F32) -> Partial | None:
         """Take client-rate samples; run every full chunk; a partial if the text changed."""
@@ -209,9 +213,8 @@ class Session:
         hyp = await self._decode(self._require_decoder().partial)
         if hyp.text == self._last_text:
             return None
-        stable = _common_words(hyp.text, self._last_text)
         self._last_text = hyp.text
-        return Partial(text=hyp.text, stable=stable)
+        return Partial(text=hyp.text, stable=hyp.stable_text)
 
     def _final(self, hypotheses: Sequence[HypothesisLike]) -> Final:
         best = hypotheses[0] if hypotheses else None
@@ -236,16 +239,6 @@ def _words(hyp: HypothesisLike) -> list[Word]:
         Word(word=w.word, start=round(w.start, 3), end=round(w.end, 3), conf=round(w.conf, 3))
         for w in hyp.words
     ]
-
-
-def _common_words(a: str, b: str) -> str:
-    """The leading whole words `a` and `b` share."""
-    shared = []
-    for x, y in zip(a.split(), b.split(), strict=False):
-        if x != y:
-            break
-        shared.append(x)
-    return " ".join(shared)
 
 
 __all__ = ["Engine", "Options", "Session", "SessionError", "State"]

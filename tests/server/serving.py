@@ -19,11 +19,11 @@ import torch
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection
 
-from decoder.greedy import GreedyDecoder
 from models.bundle import load_bundle
 from models.features import featurize
 from server.app import create_app
 from server.config import ServerConfig
+from server.decoding import build_decoder
 from server.serve import DrainingServer, make_server
 from server.transport import Resources
 
@@ -88,12 +88,12 @@ def pcm16(audio: F32) -> bytes:
 
 
 def reference_text(bundle: Path, audio16k: F32) -> str:
-    """Whole-utterance forward + greedy decoding: what any chunking must reproduce."""
+    """Whole-utterance forward, then the bundle's decoder: what any chunking must reproduce."""
     model = load_bundle(bundle)
     feats = featurize(audio16k, model.config.features)
     with torch.no_grad():
         log_probs, n = model(torch.from_numpy(feats)[None], torch.tensor([len(feats)]))
-    stream = GreedyDecoder(model.config.alphabet, model.config.frame_seconds).start()
+    stream = build_decoder(bundle, model.config).start()
     stream.advance(log_probs[0, : int(n[0])].numpy())
     return stream.finalize()[0].text
 

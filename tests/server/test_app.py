@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,11 @@ import openai
 import pytest
 from websockets.sync.client import ClientConnection, connect
 
-from tests.server.serving import AUDIO_PCM, Running, make_audio
+from decoder.lm import KenLM
+from models.bundle import load_bundle
+from server.config import ServerConfig
+from server.decoding import build_decoder
+from tests.server.serving import AUDIO_PCM, Running, make_audio, reference_text, running
 
 FRAME = 3200  # bytes: 100 ms of 16 kHz PCM16
 
@@ -134,3 +139,29 @@ def test_vosk_client_protocol(server: Running, expected: str) -> None:
     assert result["text"] == expected
     assert [w["word"] for w in result["result"]] == expected.split()
     assert set(result["result"][0]) == {"conf", "start", "end", "word"}
+
+
+def test_n_best_alternatives_and_hotwords(server: Running, expected: str) -> None:
+    with connect(f"{server.ws}/v1/stream") as ws:
+        *_, final = stream(ws, AUDIO_PCM, n_best=3, hotwords=["Hello World"])
+    alternatives = final["alternatives"]
+    assert len(alternatives) == 2 and all(a["text"] != final["text"] for a in alternatives)
+    assert alternatives[0]["score"] >= alternatives[1]["score"]
+
+
+def test_a_bundle_with_an_lm_is_decoded_with_it(tiny_bundle: Path, tmp_path: Path) -> None:
+    default = Path(__file__).resolve().parents[2] / "models" / "default"
+    if not (default / "decoder.json").is_file():
+        pytest.skip("models/default has no LM yet")
+    bundle = tmp_path / "with-lm"
+    shutil.copytree(tiny_bundle, bundle)
+    for name in ("decoder.json", "lm.binary", "unigrams.txt"):
+        shutil.copy(default / name, bundle / name)
+    assert isinstance(build_decoder(bundle, load_bundle(bundle).config).lm, KenLM)  # type: ignore[attr-defined]
+    expected = reference_text(bundle, np.frombuffer(AUDIO_PCM, "<i2").astype(np.float32) / 32768)
+    with (
+        running(ServerConfig(bundle=str(bundle))) as server,
+        connect(f"{server.ws}/v1/stream") as ws,
+    ):
+        *_, final = stream(ws, AUDIO_PCM)
+    assert final["text"] == expected

@@ -98,6 +98,11 @@ def test_a_second_config_is_out_of_order(server: Running) -> None:
             "bad_config",
             "colour",
         ),
+        (
+            json.dumps({"type": "config", "sample_rate": 16000, "hotwords": ["h\u00e9"]}),
+            "bad_config",
+            "hotwords",
+        ),
     ],
 )
 def test_bad_config_messages_say_what_to_change(

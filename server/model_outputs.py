@@ -1,0 +1,43 @@
+"""Log-probs of a bundle's network over a manifest, computed once for the decoder's offline
+tools (tune-lm, bench-decoder). The only place these tools touch the acoustic model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from models.bundle import load_bundle
+from models.config import ModelConfig
+from models.data import load_audio
+from models.features import featurize
+from models.manifest import read_manifest
+
+F32 = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class ModelOutputs:
+    config: ModelConfig
+    log_probs: list[F32]  # one [T', V] array per utterance, in manifest order
+    references: list[str]
+    audio_seconds: float
+
+
+def manifest_log_probs(bundle: Path, manifest: Path, limit: int = 0) -> ModelOutputs:
+    """Run the bundle's network (CPU, float32, one utterance at a time) over a manifest."""
+    model = load_bundle(bundle)
+    utterances = read_manifest(manifest)
+    utterances = utterances[:limit] if limit else utterances
+    outputs, seconds = [], 0.0
+    with torch.inference_mode():
+        for utt in utterances:
+            audio = load_audio(str(utt.audio))
+            seconds += len(audio) / model.config.features.sample_rate
+            feats = torch.from_numpy(featurize(audio, model.config.features))[None]
+            log_probs, lengths = model(feats, torch.tensor([feats.shape[1]]))
+            outputs.append(log_probs[0, : int(lengths[0])].float().numpy())
+    return ModelOutputs(model.config, outputs, [u.text for u in utterances], seconds)
