@@ -7,8 +7,9 @@ alpha * ln 10). They come from the optional `bench` extra and are imported only 
 - pyctcdecode 0.5.0: `decode` at beam 100 with its default pruning (beam_prune_logp -10,
   token_min_logp -5).
 - flashlight-text 0.0.7: with a word LM, its LexiconDecoder over the unigram list (the
-  lexicon-free decoder would query a word LM with single characters); with a character
-  LM, its LexiconFreeDecoder.
+  lexicon-free decoder would query a word LM with single characters), each word spelt
+  with a closing space as wav2letter lexicons are; with a character LM, its
+  LexiconFreeDecoder.
 """
 
 from __future__ import annotations
@@ -77,13 +78,14 @@ def flashlight_decoder(
         )
         return _fl_run(fl.LexiconFreeDecoder(opts, lm, space, 0, []), alphabet, None)
     lexicon = {w: [list(w)] for w in unigrams if all(c in alphabet.symbols for c in w)}
-    word_dict = create_word_dict(lexicon)
+    word_dict = create_word_dict({**lexicon, "<unk>": [[]]})  # it needs an <unk> entry
     lm = fl.KenLM(str(lm_path), word_dict)
     trie = fl.Trie(alphabet.size, space)
     start = lm.start(False)
     for word, [spelling] in lexicon.items():
         index = word_dict.get_index(word)
-        trie.insert([alphabet.id_of(c) for c in spelling], index, lm.score(start, index)[1])
+        ids = [alphabet.id_of(c) for c in spelling] + [space]  # words end in a space
+        trie.insert(ids, index, lm.score(start, index)[1])
     trie.smear(fl.SmearingMode.MAX)
     opts = fl.LexiconDecoderOptions(
         beam_size,
@@ -98,12 +100,20 @@ def flashlight_decoder(
     )
     unk = word_dict.get_index("<unk>")
     decoder = fl.LexiconDecoder(opts, trie, lm, space, 0, unk, [], False)
-    return _fl_run(decoder, alphabet, word_dict)
+    return _fl_run(decoder, alphabet, word_dict, closing_space=space)
 
 
-def _fl_run(decoder: Any, alphabet: Alphabet, word_dict: Any) -> Decode:
+def _fl_run(decoder: Any, alphabet: Alphabet, word_dict: Any, closing_space: int = -1) -> Decode:
+    """With a lexicon, every word's spelling ends in a space, so one certain space frame is
+    appended to let the last word end too."""
+
     def decode(log_probs: npt.NDArray[np.float32]) -> str:
-        emissions = np.ascontiguousarray(log_probs, dtype=np.float32)
+        emissions = np.asarray(log_probs, dtype=np.float32)
+        if closing_space >= 0:
+            tail = np.full((1, emissions.shape[1]), -1e4, dtype=np.float32)
+            tail[0, closing_space] = 0.0
+            emissions = np.concatenate([emissions, tail])
+        emissions = np.ascontiguousarray(emissions)
         best = decoder.decode(emissions.ctypes.data, emissions.shape[0], emissions.shape[1])[0]
         if word_dict is not None:
             return " ".join(word_dict.get_entry(w) for w in best.words if w >= 0)

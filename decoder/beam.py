@@ -15,7 +15,8 @@ sequence of frame steps as decoding at once, so it gives the same result.
 
 from __future__ import annotations
 
-import os
+import copy
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -88,6 +89,15 @@ class BeamSearchDecoder:
         c = self.config
         self.weights = Weights(c.alpha, c.beta, c.unk_penalty, c.prefix_penalty)
 
+    def with_config(self, **changes: float | int) -> BeamSearchDecoder:
+        """A decoder with some config fields changed, sharing this one's LM and tries
+        (cheap: for tuning and benchmarks)."""
+        other = copy.copy(self)
+        other.config = dataclasses.replace(self.config, **changes)  # type: ignore[arg-type]
+        c = other.config
+        other.weights = Weights(c.alpha, c.beta, c.unk_penalty, c.prefix_penalty)
+        return other
+
     def start(self, hotwords: HotwordSpec = ()) -> BeamStream:
         """A new stream; hotwords are phrases, or (phrase, boost) pairs, or {phrase: boost}."""
         hot = build_hotwords(hotwords, self.alphabet, self.config.hotword_boost)
@@ -115,6 +125,8 @@ class BeamStream:
         self.pnb: F64 = np.full(1, NEG_INF)
         self.frames = 0
         self.finished = False
+        self._frozen: tuple[int, tuple[Word, ...]] = (0, ())  # a boundary node every beam
+        # descends from, and its words: they can no longer change, so they are kept
 
     def advance(self, log_probs: npt.ArrayLike) -> None:
         """Consume the next frames' log posteriors [T, V] (natural log, blank at 0)."""
@@ -125,6 +137,19 @@ class BeamStream:
             lp, candidate_symbols(lp, cfg.cutoff_prob, cfg.cutoff_top_n), strict=True
         ):
             self._frame(row, cand)
+        self._freeze()
+
+    def _freeze(self) -> None:
+        """Move the frozen point to the last word boundary shared by all beams, so that
+        finalize() and partial() only time the words after it (O(1) in the length)."""
+        tree, space = self.tree, self.alphabet.space
+        node = tree.common_ancestor(self.nodes)
+        parent, char = tree.cols["parent"], tree.cols["char"]
+        while node > 0 and char[node] != space:
+            node = int(parent[node])
+        top, words = self._frozen
+        if node != top:
+            self._frozen = (node, words + self._words_between(top, node))
 
     def _check(self, lp: F64) -> None:
         if self.finished:
@@ -252,7 +277,7 @@ class BeamStream:
         best = int(np.argmax(total + self.tree.cols["score"][self.nodes]))
         node = int(self.nodes[best])
         text = self.tree.text[node].rstrip()
-        stable = len(os.path.commonprefix([self.tree.text[int(n)] for n in self.nodes]))
+        stable = int(self.tree.cols["depth"][self.tree.common_ancestor(self.nodes)])
         score = float(total[best] + self.tree.cols["score"][node])
         lm = float(self.tree.cols["lm"][node])
         return Hypothesis(
@@ -283,9 +308,15 @@ class BeamStream:
         ]
 
     def _words(self, node: int) -> tuple[Word, ...]:
-        """Words of a prefix with start/end seconds and confidence from its symbols' frames."""
+        """Words of a beam's prefix: the frozen ones, then those after the frozen point."""
+        top, words = self._frozen
+        return words + self._words_between(top, node)
+
+    def _words_between(self, top: int, node: int) -> tuple[Word, ...]:
+        """Words spelt from below `top` (a boundary node or the root) down to `node`, timed
+        from their symbols' frames, with the geometric mean posterior as confidence."""
         cols, fs, space = self.tree.cols, self.config.frame_seconds, self.alphabet.space
-        path = self.tree.path(node)
+        path = self.tree.path(node, top)
         chars, frames, clogp = (cols[k][path].tolist() for k in ("char", "frame", "clogp"))
         words: list[Word] = []
         start = 0

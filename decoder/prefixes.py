@@ -24,6 +24,7 @@ ROOT = 0
 _COLUMNS: dict[str, Any] = {
     "parent": np.int64,  # parent node (-1 for the root)
     "char": np.int64,  # last symbol id (the root counts as ending in a space)
+    "depth": np.int64,  # length of the prefix's text
     "score": np.float64,  # alpha * lm + beta * count + penalties + hotword bonuses
     "lm": np.float64,  # ln p_lm of the completed tokens
     "count": np.int64,  # completed words (word LM) or characters (character LM)
@@ -85,6 +86,7 @@ class PrefixTree:
             col[ids] = cols[key] if key in cols else col[parents]
         self.cols["parent"][ids] = parents
         self.cols["char"][ids] = chars
+        self.cols["depth"][ids] = self.cols["depth"][parents] + 1
         self.cols["frame"][ids] = -1
         self.cols["entry"][ids] = -np.inf
         self._append_lists(parents.tolist(), chars.tolist(), states, words)
@@ -116,11 +118,20 @@ class PrefixTree:
             grown[: self.size] = col[: self.size]
             self.cols[key] = grown
 
-    def path(self, node: int) -> list[int]:
-        """Node ids from the first symbol to `node` (root excluded)."""
+    def path(self, node: int, top: int = ROOT) -> list[int]:
+        """Node ids from below `top` (an ancestor, by default the root) down to `node`."""
         out: list[int] = []
         parent = self.cols["parent"]
-        while node > ROOT:
+        while node != top and node > ROOT:
             out.append(node)
             node = int(parent[node])
         return out[::-1]
+
+    def common_ancestor(self, nodes: I64) -> int:
+        """The deepest node that is `nodes`' common ancestor (or one of them)."""
+        depth, parent = self.cols["depth"], self.cols["parent"]
+        nodes = np.unique(nodes)
+        while len(nodes) > 1:
+            d = depth[nodes]
+            nodes = np.unique(np.where(d == d.max(), parent[nodes], nodes))
+        return int(nodes[0])

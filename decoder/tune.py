@@ -1,0 +1,67 @@
+"""Random search of the LM weight alpha and the insertion bonus beta on a dev set.
+
+The acoustic model runs once (the caller passes its log-probs); each trial only decodes.
+The search draws (alpha, beta) uniformly from the given ranges with a fixed seed, so a
+rerun gives the same table, and always tries the decoder's current setting first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from decoder.beam import BeamSearchDecoder
+from decoder.metrics import wer
+
+F32 = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class Trial:
+    alpha: float
+    beta: float
+    wer: float
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    best: Trial
+    trials: tuple[Trial, ...]  # in the order tried
+
+
+def tune(
+    decoder: BeamSearchDecoder,
+    log_probs: Sequence[F32],
+    references: Sequence[str],
+    trials: int = 30,
+    alpha_range: tuple[float, float] = (0.0, 3.0),
+    beta_range: tuple[float, float] = (-1.0, 4.0),
+    seed: int = 0,
+) -> TuneResult:
+    """Try `trials` (alpha, beta) pairs; the best has the lowest WER (ties: first tried)."""
+    if len(log_probs) != len(references) or not references:
+        raise ValueError("need as many log-prob arrays as references, and at least one")
+    if trials < 1:
+        raise ValueError("trials must be >= 1")
+    rng = np.random.default_rng(seed)
+    points = [(decoder.config.alpha, decoder.config.beta)]
+    points += [(rng.uniform(*alpha_range), rng.uniform(*beta_range)) for _ in range(trials - 1)]
+    table = tuple(_trial(decoder, a, b, log_probs, references) for a, b in points)
+    return TuneResult(min(table, key=lambda t: t.wer), table)
+
+
+def _trial(
+    decoder: BeamSearchDecoder,
+    alpha: float,
+    beta: float,
+    log_probs: Sequence[F32],
+    refs: Sequence[str],
+) -> Trial:
+    d = decoder.with_config(alpha=float(alpha), beta=float(beta))
+    hyps = [d.decode(lp)[0].text for lp in log_probs]
+    return Trial(
+        round(float(alpha), 4), round(float(beta), 4), wer(zip(refs, hyps, strict=True)).rate
+    )
