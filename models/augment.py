@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -115,7 +116,7 @@ def add_noise(audio: F32, noise: F32, snr_db: float) -> F32:
     return (audio + noise * np.float32(scale)).astype(np.float32)
 
 
-def _match_rms(x: npt.NDArray[np.floating], reference: F32) -> F32:
+def _match_rms(x: npt.NDArray[np.floating[Any]], reference: F32) -> F32:
     ref = float(np.sqrt(np.mean(reference**2))) if reference.size else 0.0
     cur = float(np.sqrt(np.mean(x**2))) if x.size else 0.0
     return (x * (ref / cur if cur > 1e-9 else 1.0)).astype(np.float32)

@@ -60,7 +60,8 @@ def alternated_order(lens: npt.NDArray[np.float64], bins: int, rng: np.random.Ge
     for k, part in enumerate(parts):
         ranked = part[np.argsort(lens[part], kind="stable")]
         out.append(ranked if k % 2 == 0 else ranked[::-1])
-    return np.concatenate(out).astype(np.int64)
+    merged: Ints = np.concatenate(out).astype(np.int64)
+    return merged
 
 
 def _bucketing(

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import cast
 
 import torch
+import torch.distributed as dist
+import torch.distributed.nn.functional as dist_nn
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -63,14 +65,24 @@ class SequenceBatchNorm(nn.Module):
         m = expand_mask(ones if mask is None else mask, xf, time_last=channel_dim == 1)
         m = m.expand_as(xf)
         dims = [d for d in range(x.dim()) if d != channel_dim]
-        count = m.sum(dim=dims).clamp_min(1.0)
-        mean = (xf * m).sum(dim=dims) / count
-        var = (((xf - mean.view(shape)) ** 2) * m).sum(dim=dims) / count
+        stats = torch.stack([m.sum(dim=dims), (xf * m).sum(dim=dims), (xf * xf * m).sum(dim=dims)])
+        stats = _all_reduce(stats)  # data-parallel: statistics of the global batch
+        count = stats[0].clamp_min(1.0)
+        mean = stats[1] / count
+        var = (stats[2] / count - mean * mean).clamp_min(0.0)
         with torch.no_grad():
             self.running_mean.lerp_(mean.detach(), self.momentum)
             self.running_var.lerp_(var.detach(), self.momentum)
         y = (xf - mean.view(shape)) / torch.sqrt(var.view(shape) + self.eps)
         return (y * self.weight.view(shape) + self.bias.view(shape)).to(x.dtype)
+
+
+def _all_reduce(stats: Tensor) -> Tensor:
+    """Sum over data-parallel replicas (differentiably), so every replica normalises with the
+    statistics of the whole synchronous batch, as one process on that batch would."""
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return cast(Tensor, dist_nn.all_reduce(stats))  # type: ignore[no-untyped-call]
+    return stats
 
 
 def expand_mask(mask: Tensor, x: Tensor, time_last: bool) -> Tensor:
@@ -163,7 +175,9 @@ class RecurrentLayer(nn.Module):
         return out, h
 
     def _cell(self, u_t: Tensor, h: Tensor) -> Tensor:
-        w = self.recurrent(h)
+        # State math runs in h's dtype: fp32 under autocast training, the model's otherwise.
+        w = self.recurrent(h).to(h.dtype)
+        u_t = u_t.to(h.dtype)
         if not self.gru:
             return clipped_relu(u_t + w, self.clip)
         ur, uz, un = u_t.chunk(3, dim=-1)
@@ -259,6 +273,7 @@ class DS2(nn.Module):
         B, T, _ = feats.shape
         if T == 0:
             return feats.new_zeros(B, 0, self.config.vocab_size, dtype=torch.float32), lengths * 0
+        feats = feats.to(self.feat_mean.dtype)
         x = self.normalize(feats) * time_mask(lengths, T)[:, :, None].to(feats.dtype)
         x = self.conv_input(x)
         n = lengths
@@ -271,7 +286,7 @@ class DS2(nn.Module):
         mask = time_mask(n, h.shape[1])
         for rnn in self.rnn_stack:
             u = rnn.project(h, mask)
-            h, _ = rnn.scan(u, u.new_zeros(B, rnn.hidden), None)
+            h, _ = rnn.scan(u, feats.new_zeros(B, rnn.hidden), None)
             h = h * mask[:, :, None].to(h.dtype)
         r = self.row_conv.compute(F.pad(h, (0, 0, 0, self.row_conv.tau)))
         return self.head(r), n

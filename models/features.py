@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -74,7 +75,7 @@ def apply_gain(logspec: F32, level_db: F32, state: GainState, cfg: FeatureConfig
     return logspec
 
 
-def _validate(audio: npt.NDArray[np.floating], cfg: FeatureConfig) -> F32:
+def _validate(audio: npt.NDArray[np.floating[Any]], cfg: FeatureConfig) -> F32:
     a = np.asarray(audio)
     if a.ndim != 1:
         raise ValueError(f"audio must be mono (1-D), got shape {a.shape}; mix channels first")
@@ -83,7 +84,7 @@ def _validate(audio: npt.NDArray[np.floating], cfg: FeatureConfig) -> F32:
     return np.ascontiguousarray(a, dtype=np.float32)
 
 
-def featurize(audio: npt.NDArray[np.floating], cfg: FeatureConfig) -> F32:
+def featurize(audio: npt.NDArray[np.floating[Any]], cfg: FeatureConfig) -> F32:
     """Log power spectrogram [T, n_bins] of mono float audio at `cfg.sample_rate`."""
     a = _validate(audio, cfg)
     logspec, level = _log_power(_frames(a, cfg), cfg)
@@ -101,7 +102,7 @@ class StreamingFeaturizer:
         self._gain = GainState()
         self.frames_out = 0
 
-    def push(self, samples: npt.NDArray[np.floating]) -> F32:
+    def push(self, samples: npt.NDArray[np.floating[Any]]) -> F32:
         """Append samples; return the [t, n_bins] frames that are now complete."""
         a = _validate(samples, self.cfg)
         self._buf = np.concatenate([self._buf, a]) if len(self._buf) else a.copy()

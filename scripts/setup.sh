@@ -29,9 +29,9 @@ if [ ! -f "$STAMP/torch" ]; then
   .venv/bin/pip install -q torch==2.13.0
   touch "$STAMP/torch"
 fi
-if [ ! -f "$STAMP/deps" ] || [ pyproject.toml -nt "$STAMP/deps" ]; then
+if [ ! -f "$STAMP/deps" ] || [ pyproject.toml -nt "$STAMP/deps" ] || [ scripts/constraints.txt -nt "$STAMP/deps" ]; then
   echo "[setup] installing harken and its dependencies"
-  .venv/bin/pip install -q -e ".[dev,bench]"
+  .venv/bin/pip install -q -c scripts/constraints.txt -e ".[dev,bench]"
   touch "$STAMP/deps"
 fi
 # KenLM's lmplz and build_binary, built once from its source release into third_party/kenlm

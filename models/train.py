@@ -1,0 +1,462 @@
+"""`harken train`: CTC training of a DS2 model from manifests, resumable, data-parallel.
+
+CTC loss, AdamW or SGD with Nesterov momentum, gradient clipping, bf16 autocast on CPU and
+fp16 AMP on CUDA, SortaGrad and selectable batch construction (models/batching.py),
+augmentation in DataLoader workers (models/data.py). A checkpoint holds everything needed to
+continue exactly where a killed run stopped: weights, optimiser, step, epoch and the position
+inside the epoch (batches are a pure function of seed and epoch; augmentation of seed, epoch
+and utterance). Launch with `torchrun --nproc-per-node N -m harken_cli train ...` for
+synchronous data-parallel SGD (DS2 §4.1): gloo on CPU, NCCL on GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import platform
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+
+from models.augment import AugmentConfig
+from models.batching import STRATEGIES, BatchConfig, BatchSampler, padding_ratio
+from models.bundle import save_bundle
+from models.config import ModelConfig
+from models.data import Batch, DataConfig, SpeechDataset, collate, load_audio
+from models.ds2 import DS2
+from models.features import featurize
+from models.manifest import Utterance, read_manifest
+from models.metrics import error_rates, greedy_decode
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    optimizer: Literal["adamw", "sgd"] = "adamw"  # SGD uses Nesterov momentum
+    lr: float = 1.5e-3  # peak learning rate after warm-up
+    min_lr_ratio: float = 0.05  # cosine decay ends at lr * this
+    warmup_steps: int = 300  # linear warm-up from 0
+    weight_decay: float = 1e-6  # AdamW decoupled decay / SGD L2
+    momentum: float = 0.9  # SGD only
+    grad_clip: float = 5.0  # max global gradient norm
+    epochs: int = 20  # passes over the training manifest
+    max_steps: int = 0  # stop after this many optimiser steps (0: no limit)
+    time_budget_s: float = 0.0  # stop after this much training time (0: no limit)
+    precision: Literal["bf16", "fp16", "fp32"] = "bf16"  # autocast dtype (fp16 only on CUDA)
+    checkpoint_every: int = 200  # steps between checkpoints
+    workers: int = 1  # DataLoader worker processes (featurising + augmentation)
+    augment: bool = True  # on-the-fly noise, speed, gain and reverberation
+    norm_utterances: int = 400  # training utterances measured for normalisation statistics
+    dev_limit: int = 0  # dev utterances scored per epoch (0: all)
+    seed: int = 0
+
+
+@dataclass
+class Progress:
+    """Where training stands; saved in every checkpoint."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0  # global batches of `epoch` already taken
+    train_seconds: float = 0.0
+    audio_seconds: float = 0.0
+    history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+def learning_rate(cfg: TrainConfig, step: int, total_steps: int) -> float:
+    """Linear warm-up, then cosine decay to lr * min_lr_ratio: a pure function of the step,
+    so a resumed run follows the same schedule."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    frac = min(1.0, (step - cfg.warmup_steps) / max(1, total_steps - cfg.warmup_steps))
+    return cfg.lr * (
+        cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac))
+    )
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world: int = 1
+    device: torch.device = dataclasses.field(default_factory=lambda: torch.device("cpu"))
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def setup_distributed(device: str) -> Dist:
+    """Join the torchrun process group if launched by torchrun; otherwise one process."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    dev = torch.device(device)
+    if world == 1:
+        return Dist(device=dev)
+    backend = "nccl" if dev.type == "cuda" else "gloo"
+    dist.init_process_group(backend)
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if dev.type == "cuda":
+        dev = torch.device("cuda", local)
+        torch.cuda.set_device(dev)
+    return Dist(rank=dist.get_rank(), world=world, device=dev)
+
+
+@torch.no_grad()
+def measure_normalization(model: DS2, dataset: SpeechDataset, limit: int) -> None:
+    """Per-bin mean and std of clean training features, stored in the model (DS2 §7)."""
+    n = len(dataset)
+    idx = np.linspace(0, n - 1, num=min(n, limit)).astype(int)
+    total = torch.zeros(model.config.features.n_bins, dtype=torch.float64)
+    sq, count = total.clone(), 0
+    for i in sorted(set(idx.tolist())):
+        u = dataset.utterances[i]
+        f = torch.from_numpy(featurize(load_audio(str(u.audio)), model.config.features)).double()
+        total += f.sum(0)
+        sq += (f * f).sum(0)
+        count += f.shape[0]
+    mean = total / max(count, 1)
+    std = (sq / max(count, 1) - mean * mean).clamp_min(1e-6).sqrt()
+    model.feat_mean.copy_(mean.float())
+    model.feat_std.copy_(std.float())
+
+
+class Trainer:
+    """One training run: model, optimiser, data, checkpoints. Rank 0 logs and saves."""
+
+    def __init__(
+        self,
+        model_cfg: ModelConfig,
+        cfg: TrainConfig,
+        batch_cfg: BatchConfig,
+        train: list[Utterance],
+        dev: list[Utterance],
+        out: Path,
+        device: str = "cpu",
+    ) -> None:
+        self.cfg, self.batch_cfg, self.out = cfg, batch_cfg, out
+        self.dist = setup_distributed(device)
+        torch.manual_seed(cfg.seed)
+        aug = AugmentConfig() if cfg.augment else None
+        self.train_set = SpeechDataset(train, DataConfig(model_cfg.features, aug, cfg.seed))
+        self.dev = dev
+        self.model = DS2(model_cfg).to(self.dist.device)
+        self.ddp: torch.nn.Module = self.model
+        self.optimizer = self._optimizer()
+        self.sampler = BatchSampler(
+            self.train_set.durations(), batch_cfg, self.dist.rank, self.dist.world
+        )
+        self.steps_per_epoch = len(self.sampler.global_batches())
+        self.total_steps = self.steps_per_epoch * cfg.epochs
+        if cfg.max_steps:
+            self.total_steps = min(self.total_steps, cfg.max_steps)
+        self.progress = Progress()
+        self.scaler = torch.amp.GradScaler(
+            "cuda", enabled=cfg.precision == "fp16" and self.dist.device.type == "cuda"
+        )
+
+    def _optimizer(self) -> torch.optim.Optimizer:
+        c = self.cfg
+        if c.optimizer == "sgd":
+            return torch.optim.SGD(
+                self.model.parameters(),
+                lr=c.lr,
+                momentum=c.momentum,
+                nesterov=True,
+                weight_decay=c.weight_decay,
+            )
+        return torch.optim.AdamW(self.model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.out / "checkpoint.pt"
+
+    def save_checkpoint(self) -> None:
+        if not self.dist.main:
+            return
+        self.out.mkdir(parents=True, exist_ok=True)
+        state = {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "progress": dataclasses.asdict(self.progress),
+            "model_config": self.model.config.to_dict(),
+            "train_config": dataclasses.asdict(self.cfg),
+            "batch_config": dataclasses.asdict(self.batch_cfg),
+        }
+        tmp = self.checkpoint_path.with_suffix(".tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, self.checkpoint_path)  # atomic: a kill never leaves half a checkpoint
+
+    def resume(self) -> bool:
+        """Load the checkpoint in `out` if there is one; True when resumed."""
+        if not self.checkpoint_path.exists():
+            return False
+        state = torch.load(self.checkpoint_path, map_location=self.dist.device, weights_only=False)
+        saved = ModelConfig.from_dict(state["model_config"])
+        if saved != self.model.config:
+            raise ValueError(
+                f"{self.checkpoint_path} was trained with another model config; use a new --out"
+            )
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.progress = Progress(**state["progress"])
+        return True
+
+    # -- training ----------------------------------------------------------------------------
+
+    def _autocast(self) -> torch.autocast:
+        p, dev = self.cfg.precision, self.dist.device.type
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(p, torch.float32)
+        return torch.autocast(dev, dtype=dtype, enabled=p != "fp32")
+
+    def train_step(self, batch: Batch) -> float:
+        """One synchronous SGD step; returns the mean per-utterance CTC loss of this shard."""
+        dev = self.dist.device
+        self.model.train()
+        for g in self.optimizer.param_groups:
+            g["lr"] = learning_rate(self.cfg, self.progress.step, self.total_steps)
+        with self._autocast():
+            log_probs, out_lens = self.ddp(batch.feats.to(dev), batch.feat_lengths.to(dev))
+        losses = F.ctc_loss(
+            log_probs.float().transpose(0, 1),
+            batch.labels.to(dev),
+            out_lens,
+            batch.label_lengths.to(dev),
+            blank=0,
+            reduction="none",
+            zero_infinity=True,
+        )
+        global_batch = len(batch.indices) * self.dist.world  # shards are near-equal
+        loss = losses.sum() * self.dist.world / max(global_batch, 1)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()  # type: ignore[no-untyped-call]
+        self.scaler.unscale_(self.optimizer)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        return float(losses.mean())
+
+    def _loader(self, epoch: int, start: int) -> Iterator[Batch]:
+        self.sampler.set_epoch(epoch, start)
+        self.train_set.set_epoch(epoch)
+        w = self.cfg.workers
+        loader = DataLoader(
+            self.train_set,
+            batch_sampler=self.sampler,
+            collate_fn=collate,
+            num_workers=w,
+            prefetch_factor=4 if w else None,
+            persistent_workers=False,
+        )
+        return iter(loader)
+
+    def _should_stop(self) -> bool:
+        c, p = self.cfg, self.progress
+        return bool(
+            (c.max_steps and p.step >= c.max_steps)
+            or (c.time_budget_s and p.train_seconds >= c.time_budget_s)
+        )
+
+    def fit(self) -> Progress:
+        """Train until the epochs, the step limit or the time budget run out."""
+        if not self.resume():
+            measure_normalization(self.model, self.train_set, self.cfg.norm_utterances)
+        if self.dist.world > 1:
+            self.ddp = DistributedDataParallel(self.model)
+        p = self.progress
+        while p.epoch < self.cfg.epochs and not self._should_stop():
+            self._run_epoch()
+            if self._should_stop() and p.batch_in_epoch:
+                break
+            p.history.append({"epoch": p.epoch, "step": p.step, **self.evaluate()})
+            self._log(p.history[-1])
+            p.epoch, p.batch_in_epoch = p.epoch + 1, 0
+            self.save_checkpoint()
+        self.save_checkpoint()
+        return p
+
+    def _run_epoch(self) -> None:
+        p = self.progress
+        bar = tqdm(
+            total=self.steps_per_epoch,
+            initial=p.batch_in_epoch,
+            desc=f"epoch {p.epoch}",
+            disable=not self.dist.main,
+            dynamic_ncols=True,
+        )
+        t_last = time.perf_counter()
+        for batch in self._loader(p.epoch, p.batch_in_epoch):
+            loss = self.train_step(batch)
+            now = time.perf_counter()
+            audio = (
+                float(batch.feat_lengths.sum())
+                * self.model.config.features.hop_ms
+                / 1000
+                * self.dist.world
+            )
+            p.step, p.batch_in_epoch = p.step + 1, p.batch_in_epoch + 1
+            p.train_seconds += now - t_last
+            p.audio_seconds += audio
+            rate = audio / max(now - t_last, 1e-9)
+            t_last = now
+            bar.update(1)
+            bar.set_postfix(
+                loss=f"{loss:.2f}",
+                lr=f"{self.optimizer.param_groups[0]['lr']:.2e}",
+                audio_s_per_s=f"{rate:.0f}",
+            )
+            if p.step % 20 == 0:
+                self._log(
+                    {
+                        "step": p.step,
+                        "epoch": p.epoch,
+                        "loss": loss,
+                        "lr": self.optimizer.param_groups[0]["lr"],
+                        "audio_s_per_s": rate,
+                    }
+                )
+            if p.step % self.cfg.checkpoint_every == 0:
+                self.save_checkpoint()
+            if self._should_stop():
+                break
+        bar.close()
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Greedy WER/CER on the dev manifest (rank 0 scores; others skip)."""
+        if not self.dev or not self.dist.main:
+            return {}
+        dev = self.dev[: self.cfg.dev_limit] if self.cfg.dev_limit else self.dev
+        hyps = transcribe_greedy(self.model, dev, self.dist.device)
+        return error_rates([u.text for u in dev], hyps)
+
+    def _log(self, record: dict[str, Any]) -> None:
+        if not self.dist.main:
+            return
+        self.out.mkdir(parents=True, exist_ok=True)
+        with (self.out / "log.jsonl").open("a") as f:
+            f.write(json.dumps({"time": time.time(), **record}) + "\n")
+        if "wer" in record:
+            tqdm.write(
+                f"epoch {record['epoch']}: dev greedy WER {record['wer']:.3f} CER {record['cer']:.3f}"
+            )
+
+
+@torch.no_grad()
+def transcribe_greedy(
+    model: DS2, utts: list[Utterance], device: torch.device, batch_size: int = 16
+) -> list[str]:
+    """Greedy transcripts of clean utterances, batched by length."""
+    model.eval()
+    ds = SpeechDataset(utts, DataConfig(model.config.features))
+    order = sorted(range(len(utts)), key=lambda i: utts[i].duration or 0.0)
+    hyps = [""] * len(utts)
+    for k in range(0, len(order), batch_size):
+        idx = order[k : k + batch_size]
+        b = collate([ds[i] for i in idx])
+        lp, n = model(b.feats.to(device), b.feat_lengths.to(device))
+        for j, i in enumerate(idx):
+            hyps[i] = greedy_decode(lp[j, : int(n[j])].float().cpu().numpy(), model.config.alphabet)
+    return hyps
+
+
+def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
+    """Write the trained model as a bundle with its provenance."""
+    p = trainer.progress
+    last: dict[str, Any] = next((h for h in reversed(p.history) if "wer" in h), {})
+    provenance = {
+        "train_manifest": train_manifest,
+        "train_hours_per_epoch": round(sum(trainer.train_set.durations()) / 3600, 2),
+        "steps": p.step,
+        "epochs_completed": p.epoch,
+        "train_time_hours": round(p.train_seconds / 3600, 2),
+        "hardware": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {trainer.dist.world} process(es)",
+        "precision": trainer.cfg.precision,
+        "dev_greedy_wer": last.get("wer"),
+        "dev_greedy_cer": last.get("cer"),
+    }
+    return save_bundle(trainer.model, path, provenance=provenance)
+
+
+# -- command line ------------------------------------------------------------------------------
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--train", required=True, help="training manifest (JSON Lines)")
+    p.add_argument("--dev", help="dev manifest for per-epoch greedy WER/CER")
+    p.add_argument("--out", required=True, help="run directory: checkpoint.pt, log.jsonl, bundle/")
+    p.add_argument("--export", help="bundle directory to write at the end (default OUT/bundle)")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--model-config", help="JSON file of ModelConfig fields (others default)")
+    for f in dataclasses.fields(ModelConfig):
+        if f.name not in ("features", "alphabet"):
+            p.add_argument(
+                f"--{f.name.replace('_', '-')}",
+                type=type(f.default) if f.default is not None else str,
+            )
+    for f in dataclasses.fields(TrainConfig):
+        kind: Any = _bool if isinstance(f.default, bool) else type(f.default)
+        p.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default)
+    p.add_argument(
+        "--strategy", choices=STRATEGIES, default="alternated", help="batch construction"
+    )
+    p.add_argument("--batch-size", type=int, default=32, help="global batch (all ranks)")
+    p.add_argument("--bins", type=int, default=64, help="alternated sorting bins / buckets")
+    p.add_argument("--sortagrad", type=_bool, default=True, help="first epoch sorted by length")
+
+
+def _bool(v: str) -> bool:
+    if v.lower() in ("1", "true", "yes", "on"):
+        return True
+    if v.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got {v!r}")
+
+
+def model_config_from_args(args: argparse.Namespace) -> ModelConfig:
+    base: dict[str, Any] = (
+        json.loads(Path(args.model_config).read_text()) if args.model_config else {}
+    )
+    for f in dataclasses.fields(ModelConfig):
+        v = getattr(args, f.name, None)
+        if v is not None and f.name not in ("features", "alphabet"):
+            base[f.name] = v
+    return ModelConfig.from_dict(base)
+
+
+def main(args: argparse.Namespace) -> int:
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("WORLD_SIZE", "1"))))
+    cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
+    batch_cfg = BatchConfig(args.strategy, args.batch_size, args.bins, args.sortagrad, cfg.seed)
+    train = read_manifest(args.train, check_audio=True)
+    dev = read_manifest(args.dev, check_audio=True) if args.dev else []
+    trainer = Trainer(
+        model_config_from_args(args), cfg, batch_cfg, train, dev, Path(args.out), args.device
+    )
+    if trainer.dist.main:
+        pad = padding_ratio(trainer.sampler.global_batches(), trainer.train_set.durations())
+        print(
+            f"{len(train)} utterances, {trainer.steps_per_epoch} steps/epoch, padding ratio {pad:.3f}, "
+            f"{trainer.model.num_parameters():,} parameters"
+        )
+    trainer.fit()
+    if trainer.dist.main and trainer.progress.epoch >= cfg.epochs:
+        path = export(trainer, Path(args.export or Path(args.out) / "bundle"), args.train)
+        print(f"bundle written to {path}")
+    if trainer.dist.world > 1:
+        dist.destroy_process_group()
+    return 0
