@@ -18,7 +18,7 @@ import math
 import os
 import platform
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -75,12 +75,15 @@ class Progress:
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
-def learning_rate(cfg: TrainConfig, step: int, total_steps: int) -> float:
-    """Linear warm-up, then cosine decay to lr * min_lr_ratio: a pure function of the step,
-    so a resumed run follows the same schedule."""
+def learning_rate(cfg: TrainConfig, step: int, total_steps: int, seconds: float = 0.0) -> float:
+    """Linear warm-up, then cosine decay to lr * min_lr_ratio: a pure function of the step
+    (and, under a time budget, of the training time spent, whichever is further along), so a
+    resumed run follows the same schedule and a budgeted run still ends at the low rate."""
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
     frac = min(1.0, (step - cfg.warmup_steps) / max(1, total_steps - cfg.warmup_steps))
+    if cfg.time_budget_s > 0:
+        frac = max(frac, min(1.0, seconds / cfg.time_budget_s))
     return cfg.lr * (
         cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac))
     )
@@ -228,9 +231,13 @@ class Trainer:
         dev = self.dist.device
         self.model.train()
         for g in self.optimizer.param_groups:
-            g["lr"] = learning_rate(self.cfg, self.progress.step, self.total_steps)
+            g["lr"] = learning_rate(
+                self.cfg, self.progress.step, self.total_steps, self.progress.train_seconds
+            )
         with self._autocast():
-            log_probs, out_lens = self.ddp(batch.feats.to(dev), batch.feat_lengths.to(dev))
+            log_probs, out_lens = self.ddp(
+                batch.feats.to(dev, non_blocking=True), batch.feat_lengths.to(dev)
+            )
         losses = F.ctc_loss(
             log_probs.float().transpose(0, 1),
             batch.labels.to(dev),
@@ -248,7 +255,7 @@ class Trainer:
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        return float(losses.mean())
+        return float(losses.detach().mean())
 
     def _loader(self, epoch: int, start: int) -> Iterator[Batch]:
         self.sampler.set_epoch(epoch, start)
@@ -261,6 +268,7 @@ class Trainer:
             num_workers=w,
             prefetch_factor=4 if w else None,
             persistent_workers=False,
+            pin_memory=self.dist.device.type == "cuda",
         )
         return iter(loader)
 
@@ -271,8 +279,10 @@ class Trainer:
             or (c.time_budget_s and p.train_seconds >= c.time_budget_s)
         )
 
-    def fit(self) -> Progress:
-        """Train until the epochs, the step limit or the time budget run out."""
+    def fit(self, on_epoch: Callable[[Trainer], None] | None = None) -> Progress:
+        """Train until the epochs, the step limit or the time budget run out; `on_epoch` runs
+        on rank 0 after each epoch's checkpoint (the CLI exports a bundle there, so a run cut
+        short still leaves its latest model)."""
         if not self.resume():
             measure_normalization(self.model, self.train_set, self.cfg.norm_utterances)
         if self.dist.world > 1:
@@ -286,7 +296,11 @@ class Trainer:
             self._log(p.history[-1])
             p.epoch, p.batch_in_epoch = p.epoch + 1, 0
             self.save_checkpoint()
+            if on_epoch is not None and self.dist.main:
+                on_epoch(self)
         self.save_checkpoint()
+        if p.batch_in_epoch and on_epoch is not None and self.dist.main:
+            on_epoch(self)  # stopped mid-epoch by a limit: keep what it learnt so far
         return p
 
     def _run_epoch(self) -> None:
@@ -439,6 +453,9 @@ def model_config_from_args(args: argparse.Namespace) -> ModelConfig:
 
 
 def main(args: argparse.Namespace) -> int:
+    if torch.cuda.is_available():
+        torch.backends.cuda.matmul.allow_tf32 = True  # fp32 training at TF32 matmul speed
+        torch.backends.cudnn.allow_tf32 = True
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("WORLD_SIZE", "1"))))
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
     batch_cfg = BatchConfig(args.strategy, args.batch_size, args.bins, args.sortagrad, cfg.seed)
@@ -453,10 +470,8 @@ def main(args: argparse.Namespace) -> int:
             f"{len(train)} utterances, {trainer.steps_per_epoch} steps/epoch, padding ratio {pad:.3f}, "
             f"{trainer.model.num_parameters():,} parameters"
         )
-    trainer.fit()
-    if trainer.dist.main and trainer.progress.epoch >= cfg.epochs:
-        path = export(trainer, Path(args.export or Path(args.out) / "bundle"), args.train)
-        print(f"bundle written to {path}")
+    bundle = Path(args.export or Path(args.out) / "bundle")
+    trainer.fit(on_epoch=lambda t: print(f"bundle written to {export(t, bundle, args.train)}"))
     if trainer.dist.world > 1:
         dist.destroy_process_group()
     return 0
