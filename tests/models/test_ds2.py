@@ -12,7 +12,8 @@ def test_fused_gru_scan_equals_step_loop() -> None:
     layer = RecurrentLayer(ModelConfig(rnn_hidden=24), in_dim=10, folded=False).double()
     u = torch.randn(3, 17, 72, dtype=torch.float64, requires_grad=True)
     h0 = torch.randn(3, 24, dtype=torch.float64)
-    out_loop, h_loop = layer.scan(u, h0, None)  # on CPU the loop runs
+    keep = torch.ones(3, 17, dtype=torch.bool)  # an update mask forces the step loop
+    out_loop, h_loop = layer.scan(u, h0, keep)
     out_fused, h_fused = layer._fused_scan(u, h0)
     torch.testing.assert_close(out_fused, out_loop, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(h_fused, h_loop, rtol=1e-10, atol=1e-10)
