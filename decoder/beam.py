@@ -3,14 +3,17 @@
 Each beam is a prefix (a node of the stream's PrefixTree) with the log probability of the
 paths that reach it ending in a blank (pb) and ending in its last symbol (pnb); beams are
 ranked by Q = logaddexp(pb, pnb) + the prefix's LM-side score (decoder/scorer.py).
+A frame where some symbol may extend a beam is one step (decoder/step.py); a run of frames
+where the blank dominates is one closed-form update (decoder/stays.py).
 
 Spaces are normalised as the search goes: a leading space and a space after a space extend
 nothing (their mass stays with the prefix), so the prefixes of the search are exactly the
 texts a user can get, and a trailing space is merged away at finalisation.
 
 A frame costs a few numpy operations over all beams x candidate symbols; Python loops run
-only over LM lookups and the few new prefixes that survive. Decoding in chunks is the same
-sequence of frame steps as decoding at once, so it gives the same result.
+only over LM lookups. Decoding in chunks is the same sequence of steps as decoding at
+once, so it gives the same result, bit for bit: a run of blank frames at the end of a
+chunk waits for the next chunk (or partial/finalize) and is applied as one run.
 """
 
 from __future__ import annotations
@@ -19,17 +22,20 @@ import copy
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from decoder.alphabet import BLANK, Alphabet
+from decoder.alphabet import Alphabet
 from decoder.hotwords import HotwordSpec, build_hotwords
 from decoder.hypothesis import Hypothesis, Word
 from decoder.lm import LanguageModel
 from decoder.prefixes import PrefixTree
-from decoder.pruning import candidate_symbols
+from decoder.pruning import candidate_mask
 from decoder.scorer import PrefixScorer, Weights
+from decoder.stays import blank_run
+from decoder.step import Beams, Limits, step
 from decoder.tries import Trie, build_trie
 
 I64 = npt.NDArray[np.int64]
@@ -119,37 +125,74 @@ class BeamStream:
         self.alphabet = alphabet
         self.config = config
         self.scorer = scorer
+        self.limits = Limits(config.beam_width, config.score_threshold)
         self.tree = PrefixTree(alphabet, scorer.root_state())
-        self.nodes: I64 = np.zeros(1, dtype=np.int64)
-        self.pb: F64 = np.zeros(1)
-        self.pnb: F64 = np.full(1, NEG_INF)
-        self.frames = 0
+        self.beams = Beams(np.zeros(1, dtype=np.int64), np.zeros(1), np.full(1, NEG_INF))
+        self.frames = 0  # frames stepped (the pending blank run not included)
+        self.blanks: list[F64] = []  # a run of blank-dominated frames not applied yet
         self.finished = False
-        self._frozen: tuple[int, tuple[Word, ...]] = (0, ())  # a boundary node every beam
-        # descends from, and its words: they can no longer change, so they are kept
+        self._frozen = _Frozen(0, (), "")
 
     def advance(self, log_probs: npt.ArrayLike) -> None:
         """Consume the next frames' log posteriors [T, V] (natural log, blank at 0)."""
         lp = np.asarray(log_probs, dtype=np.float64)
         self._check(lp)
         cfg = self.config
-        for row, cand in zip(
-            lp, candidate_symbols(lp, cfg.cutoff_prob, cfg.cutoff_top_n), strict=True
-        ):
-            self._frame(row, cand)
+        mask = candidate_mask(lp, cfg.cutoff_prob, cfg.cutoff_top_n)
+        done = 0
+        for t in np.flatnonzero(mask.any(axis=1)).tolist():
+            self.blanks.append(lp[done:t])
+            self._apply_blanks()
+            self.beams = step(
+                self.tree,
+                self.scorer,
+                self.beams,
+                lp[t],
+                np.flatnonzero(mask[t]),
+                self.frames,
+                self.limits,
+            )
+            self.frames += 1
+            done = t + 1
+        self.blanks.append(lp[done:])
         self._freeze()
+
+    def _apply_blanks(self) -> None:
+        """Apply the pending run of blank-dominated frames (fast path)."""
+        run = self._blank_rows()
+        self.blanks = []
+        if len(run):
+            self.beams = self._after(run)
+            self.frames += len(run)
+
+    def _blank_rows(self) -> F64:
+        runs = [r for r in self.blanks if len(r)]
+        return runs[0] if len(runs) == 1 else np.concatenate(runs or [np.zeros((0, 1))])
+
+    def _after(self, run: F64) -> Beams:
+        """The beams after a run of blank-dominated frames [T, V]."""
+        b = self.beams
+        last = self.tree.cols["char"][b.nodes]
+        pb, pnb = blank_run(b.pb, b.pnb, last, self.alphabet.space, run)
+        return Beams(b.nodes, pb, pnb)
+
+    def _current(self) -> Beams:
+        """The beams with the pending blank run applied, without consuming it."""
+        run = self._blank_rows()
+        return self._after(run) if len(run) else self.beams
 
     def _freeze(self) -> None:
         """Move the frozen point to the last word boundary shared by all beams, so that
         finalize() and partial() only time the words after it (O(1) in the length)."""
         tree, space = self.tree, self.alphabet.space
-        node = tree.common_ancestor(self.nodes)
+        node = tree.common_ancestor(self.beams.nodes)
         parent, char = tree.cols["parent"], tree.cols["char"]
         while node > 0 and char[node] != space:
             node = int(parent[node])
-        top, words = self._frozen
+        top, words, text = self._frozen
         if node != top:
-            self._frozen = (node, words + self._words_between(top, node))
+            more = self._words_between(top, node)
+            self._frozen = _Frozen(node, words + more, text + tree.text(node, top))
 
     def _check(self, lp: F64) -> None:
         if self.finished:
@@ -162,126 +205,30 @@ class BeamStream:
                 "and at least one finite value per frame"
             )
 
-    def _frame(self, lp: F64, cand: I64) -> None:
-        """One frame: stay (blank or repeat), extend by the candidates, merge, prune."""
-        space = self.alphabet.space
-        last = self.tree.cols["char"][self.nodes]
-        total = np.logaddexp(self.pb, self.pnb)
-        ends_space = last == space
-        stay_pb = total + lp[BLANK]
-        # a space after a space (or at the start) is absorbed: it keeps the prefix
-        stay_pnb = np.where(ends_space, total + lp[space], self.pnb + lp[last])
-        self.frames += 1
-        if cand.size == 0:  # blank-dominated frame: nothing new, nothing to rank
-            self.pb, self.pnb = stay_pb, stay_pnb
-            return
-        ext = np.where(cand == last[:, None], self.pb[:, None], total[:, None]) + lp[cand]
-        ext[ends_space[:, None] & (cand == space)] = NEG_INF
-        self._merge_into_stays(ext, stay_pnb, cand, lp)
-        child, child_score = self._children(ext, cand)
-        stay_q = np.logaddexp(stay_pb, stay_pnb) + self.tree.cols["score"][self.nodes]
-        q = np.concatenate([stay_q, (ext + child_score).ravel()])
-        self._select(q, stay_pb, stay_pnb, ext, child, cand, lp)
-
-    def _merge_into_stays(self, ext: F64, stay_pnb: F64, cand: I64, lp: F64) -> None:
-        """An extension that lands on a live beam (beam j = beam i + c) adds its mass to
-        beam j's pnb instead of making a second copy of the prefix."""
-        cols = self.tree.cols
-        parents = cols["parent"][self.nodes]
-        column = np.full(self.alphabet.size, -1, dtype=np.int64)
-        column[cand] = np.arange(cand.size)
-        k = column[cols["char"][self.nodes]]
-        order = np.argsort(self.nodes)
-        pos = np.minimum(np.searchsorted(self.nodes[order], parents), len(order) - 1)
-        i = order[pos]
-        hit = np.flatnonzero((self.nodes[i] == parents) & (k >= 0))
-        if hit.size:
-            src_i, src_k = i[hit], k[hit]
-            stay_pnb[hit] = np.logaddexp(stay_pnb[hit], ext[src_i, src_k])
-            self._stamp(self.nodes[hit], ext[src_i, src_k], lp)
-            ext[src_i, src_k] = NEG_INF
-
-    def _children(self, ext: F64, cand: I64) -> tuple[I64, F64]:
-        """Child ids (-1: not built yet) and LM-side scores of every extension [B, k]."""
-        scorer, tree = self.scorer, self.tree
-        child = np.full(ext.shape, -1, dtype=np.int64)
-        score = np.zeros(ext.shape)
-        is_lm = scorer.is_boundary[cand]
-        plain = np.flatnonzero(~is_lm)
-        if plain.size:
-            cols = scorer.extend(tree, self.nodes[:, None], cand[plain][None, :])
-            score[:, plain] = cols["score"]
-        bi, bj = np.nonzero(np.isfinite(ext) & is_lm)
-        if bi.size:
-            parents, chars = self.nodes[bi], cand[bj]
-            found = np.array(
-                [tree.find(p, c) for p, c in zip(parents.tolist(), chars.tolist(), strict=True)]
-            )
-            new = np.flatnonzero(found < 0)
-            if new.size:
-                found[new] = scorer.boundary(tree, parents[new], chars[new])
-            child[bi, bj] = found
-        lm_cols = np.flatnonzero(is_lm)
-        built = child[:, lm_cols]
-        score[:, lm_cols] = np.where(built >= 0, tree.cols["score"][built], 0.0)
-        return child, score
-
-    def _select(
-        self, q: F64, stay_pb: F64, stay_pnb: F64, ext: F64, child: I64, cand: I64, lp: F64
-    ) -> None:
-        """Keep the best `beam_width` of stays + extensions within `score_threshold`."""
-        cfg, n = self.config, len(self.nodes)
-        keep = np.flatnonzero(q > q.max() - cfg.score_threshold)
-        if keep.size > cfg.beam_width:
-            keep = keep[np.argpartition(-q[keep], cfg.beam_width - 1)[: cfg.beam_width]]
-        keep = keep[np.argsort(-q[keep], kind="stable")]
-        stays = keep < n
-        bi, kj = np.divmod(keep[~stays] - n, cand.size)
-        nodes = np.empty(keep.size, dtype=np.int64)
-        nodes[stays] = self.nodes[keep[stays]]
-        nodes[~stays] = self._built(child[bi, kj], self.nodes[bi], cand[kj])
-        self.pb = np.where(stays, stay_pb[np.minimum(keep, n - 1)], NEG_INF)
-        self.pnb = np.empty(keep.size)
-        self.pnb[stays] = stay_pnb[keep[stays]]
-        self.pnb[~stays] = ext[bi, kj]
-        self.nodes = nodes
-        self._stamp(nodes[~stays], self.pnb[~stays], lp)
-
-    def _built(self, child: I64, parents: I64, chars: I64) -> I64:
-        """Ids for the surviving extensions, building the prefixes not in the tree yet."""
-        tree = self.tree
-        for j in np.flatnonzero(child < 0).tolist():
-            child[j] = tree.find(int(parents[j]), int(chars[j]))
-        new = np.flatnonzero(child < 0)
-        if new.size:
-            cols = self.scorer.extend(tree, parents[new], chars[new])
-            child[new] = tree.add_many(parents[new], chars[new], None, None, **cols)
-        return child
-
-    def _stamp(self, nodes: I64, entry: F64, lp: F64) -> None:
-        """Time a prefix's last symbol at the frame where entering it was most probable
-        (the best path's choice), with that frame's posterior as its confidence."""
-        cols = self.tree.cols
-        better = entry > cols["entry"][nodes]
-        nodes = nodes[better]
-        cols["entry"][nodes] = entry[better]
-        cols["frame"][nodes] = self.frames - 1
-        cols["clogp"][nodes] = lp[cols["char"][nodes]]
+    def _text(self, node: int) -> str:
+        """A beam's text (trailing space included)."""
+        top, _, text = self._frozen
+        return text + self.tree.text(node, top)
 
     def partial(self) -> Hypothesis:
         """The best hypothesis so far; `stable` is the length of the prefix shared by every
         beam, which no later frame can change."""
         if self.finished:
             raise RuntimeError("this stream was finalized; start() a new one")
-        total = np.logaddexp(self.pb, self.pnb)
-        best = int(np.argmax(total + self.tree.cols["score"][self.nodes]))
-        node = int(self.nodes[best])
-        text = self.tree.text[node].rstrip()
-        stable = int(self.tree.cols["depth"][self.tree.common_ancestor(self.nodes)])
-        score = float(total[best] + self.tree.cols["score"][node])
+        beams, score = self._current(), self.tree.cols["score"]
+        total = np.logaddexp(beams.pb, beams.pnb)
+        best = int(np.argmax(total + score[beams.nodes]))
+        node = int(beams.nodes[best])
+        text = self._text(node).rstrip()
+        stable = int(self.tree.cols["depth"][self.tree.common_ancestor(beams.nodes)])
         lm = float(self.tree.cols["lm"][node])
         return Hypothesis(
-            text, score, float(total[best]), lm, self._words(node), min(stable, len(text))
+            text,
+            float(total[best] + score[node]),
+            float(total[best]),
+            lm,
+            self._words(node),
+            min(stable, len(text)),
         )
 
     def finalize(self) -> list[Hypothesis]:
@@ -289,12 +236,13 @@ class BeamStream:
         the same, and return the n best. Costs O(beams), not O(utterance length)."""
         if self.finished:
             raise RuntimeError("finalize() was already called on this stream")
+        self._apply_blanks()
         self.finished = True
-        total = np.logaddexp(self.pb, self.pnb)
+        total = np.logaddexp(self.beams.pb, self.beams.pnb)
         merged: dict[str, tuple[float, float, float, int]] = {}
-        for node, acoustic in zip(self.nodes.tolist(), total.tolist(), strict=True):
+        for node, acoustic in zip(self.beams.nodes.tolist(), total.tolist(), strict=True):
             side, lm = self.scorer.final(self.tree, node)
-            text = self.tree.text[node].rstrip()
+            text = self._text(node).rstrip()
             if text in merged:  # "ab" and "ab ": one text, their CTC masses add up
                 ac0, side0, lm0, node0 = merged[text]
                 best = (side, lm, node) if acoustic + side > ac0 + side0 else (side0, lm0, node0)
@@ -309,7 +257,7 @@ class BeamStream:
 
     def _words(self, node: int) -> tuple[Word, ...]:
         """Words of a beam's prefix: the frozen ones, then those after the frozen point."""
-        top, words = self._frozen
+        top, words, _ = self._frozen
         return words + self._words_between(top, node)
 
     def _words_between(self, top: int, node: int) -> tuple[Word, ...]:
@@ -329,3 +277,11 @@ class BeamStream:
                 words.append(Word(text, frames[start] * fs, (frames[i - 1] + 1) * fs, conf))
             start = i + 1
         return tuple(words)
+
+
+class _Frozen(NamedTuple):
+    """A word boundary every beam descends from: what is above it can no longer change."""
+
+    node: int
+    words: tuple[Word, ...]
+    text: str  # the text down to and including node

@@ -3,7 +3,10 @@
 A prefix is a node id; extending prefix `p` by symbol `c` always yields the same node, so
 beams that reach the same text merge by id, and whatever was computed for a node (its LM
 state and score, its place in the unigram and hotword tries) is cached for the stream's
-life. The beam search gathers these columns with numpy; only node creation is per node.
+life. Children are found through a dense table `kids[node, symbol]`, so the search looks
+up every beam's every candidate with one numpy gather, and new nodes are added in bulk
+without a Python object per node: only LM states (one per word boundary) live in a dict.
+Texts are spelt on demand by walking up the parents.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy.typing as npt
 
 from decoder.alphabet import Alphabet
 
+I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 ROOT = 0
@@ -28,6 +32,7 @@ _COLUMNS: dict[str, Any] = {
     "score": np.float64,  # alpha * lm + beta * count + penalties + hotword bonuses
     "lm": np.float64,  # ln p_lm of the completed tokens
     "count": np.int64,  # completed words (word LM) or characters (character LM)
+    "lmnode": np.int64,  # the node whose LM state is this one's (the last boundary)
     "w": np.int64,  # unigram-trie node of the partial word (0: empty, -1: no such word)
     "wlen": np.int64,  # length of the partial word
     "h": np.int64,  # hotword-trie node (0: at a boundary, -1: no match until the next one)
@@ -40,45 +45,30 @@ _COLUMNS: dict[str, Any] = {
 
 
 class PrefixTree:
-    """Nodes with array columns (see `_COLUMNS`) plus text, partial word and LM state."""
+    """Nodes with array columns (see `_COLUMNS`), a child table and boundary LM states."""
 
     def __init__(self, alphabet: Alphabet, root_state: Hashable, capacity: int = 1024):
         self.alphabet = alphabet
-        self.size = 0
+        self._symbols = ("", *alphabet.symbols)  # by symbol id
+        self.size = 1
         self.cols: dict[str, npt.NDArray[Any]] = {
             k: np.zeros(capacity, dtype=t) for k, t in _COLUMNS.items()
         }
-        self.text: list[str] = []
-        self.word: list[str] = []
-        self.state: list[Hashable] = []
-        self._children: dict[int, int] = {}
-        self._add_root(root_state)
+        self.kids: I32 = np.full((capacity, alphabet.size), -1, dtype=np.int32)
+        self.states: dict[int, Hashable] = {ROOT: root_state}  # by boundary node id
+        self.slot: I64 = np.full(capacity, -1, dtype=np.int64)  # scratch for the search:
+        # a node's index among the beams while a frame is stepped, else -1
+        cols = self.cols
+        cols["parent"][ROOT], cols["char"][ROOT] = -1, alphabet.space
+        cols["frame"][ROOT], cols["entry"][ROOT] = -1, -np.inf
 
-    def _add_root(self, root_state: Hashable) -> None:
-        self.size = 1
-        for key in _COLUMNS:
-            self.cols[key][0] = 0
-        self.cols["parent"][0] = -1
-        self.cols["char"][0] = self.alphabet.space
-        self.cols["frame"][0] = -1
-        self.cols["entry"][0] = -np.inf
-        self.text.append("")
-        self.word.append("")
-        self.state.append(root_state)
+    def children(self, parents: I64, chars: I64) -> I64:
+        """Children of `parents` by `chars` (broadcast together); -1 where never built."""
+        return self.kids[parents, chars].astype(np.int64)
 
-    def find(self, parent: int, char: int) -> int:
-        """The child of `parent` by `char`, or -1 if it was never built."""
-        return self._children.get(parent * self.alphabet.size + char, -1)
-
-    def add_many(
-        self,
-        parents: I64,
-        chars: I64,
-        states: list[Hashable] | None = None,
-        words: list[str] | None = None,
-        **cols: Any,
-    ) -> I64:
-        """New children of `parents` by `chars` (none may exist yet); returns their ids."""
+    def add_many(self, parents: I64, chars: I64, **cols: Any) -> I64:
+        """New children of `parents` by `chars` (none may exist yet); columns not given are
+        inherited from the parent. Returns their ids."""
         n = len(parents)
         self._reserve(self.size + n)
         ids = np.arange(self.size, self.size + n, dtype=np.int64)
@@ -89,24 +79,9 @@ class PrefixTree:
         self.cols["depth"][ids] = self.cols["depth"][parents] + 1
         self.cols["frame"][ids] = -1
         self.cols["entry"][ids] = -np.inf
-        self._append_lists(parents.tolist(), chars.tolist(), states, words)
-        v = self.alphabet.size
-        self._children.update(zip((parents * v + chars).tolist(), ids.tolist(), strict=True))
+        self.kids[parents, chars] = ids
         self.size += n
         return ids
-
-    def _append_lists(
-        self,
-        parents: list[int],
-        chars: list[int],
-        states: list[Hashable] | None,
-        words: list[str] | None,
-    ) -> None:
-        symbols = self.alphabet.symbols
-        for i, (p, c) in enumerate(zip(parents, chars, strict=True)):
-            self.text.append(self.text[p] + symbols[c - 1])
-            self.word.append(words[i] if words is not None else self.word[p] + symbols[c - 1])
-            self.state.append(states[i] if states is not None else self.state[p])
 
     def _reserve(self, needed: int) -> None:
         capacity = len(self.cols["parent"])
@@ -117,6 +92,14 @@ class PrefixTree:
             grown = np.zeros(capacity, dtype=col.dtype)
             grown[: self.size] = col[: self.size]
             self.cols[key] = grown
+        kids = np.full((capacity, self.alphabet.size), -1, dtype=np.int32)
+        kids[: self.size] = self.kids[: self.size]
+        self.kids = kids
+        self.slot = np.full(capacity, -1, dtype=np.int64)
+
+    def state(self, node: int) -> Hashable:
+        """The LM state after the prefix's completed tokens."""
+        return self.states[int(self.cols["lmnode"][node])]
 
     def path(self, node: int, top: int = ROOT) -> list[int]:
         """Node ids from below `top` (an ancestor, by default the root) down to `node`."""
@@ -126,6 +109,19 @@ class PrefixTree:
             out.append(node)
             node = int(parent[node])
         return out[::-1]
+
+    def text(self, node: int, top: int = ROOT) -> str:
+        """The text spelt from below `top` (an ancestor) down to `node`."""
+        return "".join([self._symbols[c] for c in self.cols["char"][self.path(node, top)]])
+
+    def word(self, node: int) -> str:
+        """The partial word at the end of the prefix (after its last space)."""
+        char, parent, symbols = self.cols["char"], self.cols["parent"], self._symbols
+        out: list[str] = []
+        for _ in range(int(self.cols["wlen"][node])):
+            out.append(symbols[char[node]])
+            node = parent[node]
+        return "".join(reversed(out))
 
     def common_ancestor(self, nodes: I64) -> int:
         """The deepest node that is `nodes`' common ancestor (or one of them)."""

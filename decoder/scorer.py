@@ -42,12 +42,12 @@ class Weights:
 
 
 @dataclass(frozen=True)
-class _TokenEnd:
-    """What completing one token (a word, or a character for a character LM) adds."""
+class _TokenEnds:
+    """What completing tokens (words, or characters for a character LM) adds, per token."""
 
-    score: float  # alpha * lm + beta + unknown-word penalty
-    lm: float
-    state: Hashable
+    score: F64  # alpha * lm + beta + unknown-word penalty
+    lm: F64
+    states: list[Hashable]
 
 
 class PrefixScorer:
@@ -102,25 +102,15 @@ class PrefixScorer:
         """Build the children of `parents` by boundary `chars` (a space, or any symbol for a
         character LM), scoring each completed token with the LM; returns their ids."""
         cols = tree.cols
-        ends = [
-            self._token_end(tree, p, c)
-            for p, c in zip(parents.tolist(), chars.tolist(), strict=True)
-        ]
+        end = self._token_ends(tree, parents, chars)
         h2, bank = self._hot_step(cols["h"][parents], chars)
         hotb2 = self.hot.partial[h2]
         base = cols["score"][parents] - cols["pen"][parents] - cols["hotb"][parents]
-        symbols, space = self.alphabet.symbols, self.alphabet.space
-        words = [
-            "" if c == space else tree.word[p] + symbols[c - 1]
-            for p, c in zip(parents.tolist(), chars.tolist(), strict=True)
-        ]
-        return tree.add_many(
+        ids = tree.add_many(
             parents,
             chars,
-            [e.state for e in ends],
-            words,
-            score=base + np.array([e.score for e in ends]) + bank + hotb2,
-            lm=cols["lm"][parents] + np.array([e.lm for e in ends]),
+            score=base + end.score + bank + hotb2,
+            lm=cols["lm"][parents] + end.lm,
             count=cols["count"][parents] + 1,
             w=0,
             wlen=0,
@@ -128,6 +118,20 @@ class PrefixScorer:
             pen=0.0,
             hotb=hotb2,
         )
+        cols["lmnode"][ids] = ids
+        tree.states.update(zip(ids.tolist(), end.states, strict=True))
+        return ids
+
+    def token_bound(self, tree: PrefixTree, parents: I64) -> F64:
+        """An upper bound on the score of any boundary child of `parents` (what `boundary`
+        would give it): ln p_lm <= 0 and the unknown-word penalty <= 0, so only beta and
+        the largest hotword bonuses can raise it."""
+        if self.weights.alpha < 0:
+            return np.full(len(parents), np.inf)
+        cols = tree.cols
+        base = cols["score"][parents] - cols["pen"][parents] - cols["hotb"][parents]
+        bound: F64 = base + (self.weights.beta + self.hot.full.max() + self.hot.partial.max())
+        return bound
 
     def final(self, tree: PrefixTree, node: int) -> tuple[float, float]:
         """(score, lm) of a prefix taken as the whole utterance: the last word completed,
@@ -138,34 +142,40 @@ class PrefixScorer:
         h = int(cols["h"][node])
         score = float(cols["score"][node] - cols["hotb"][node]) + float(self.hot.full[h])
         lm = float(cols["lm"][node])
-        state = tree.state[node]
-        if tree.word[node] and not self.char_level:
-            end = self._token_end(tree, node, self.alphabet.space)
-            score += end.score - float(cols["pen"][node])
-            lm += end.lm
-            state = end.state
+        state = tree.state(node)
+        if cols["wlen"][node] and not self.char_level:
+            end = self._token_ends(tree, np.array([node]), np.array([self.alphabet.space]))
+            score += float(end.score[0]) - float(cols["pen"][node])
+            lm += float(end.lm[0])
+            state = end.states[0]
         if self.lm is not None:
             eos = self.lm.finish(state)
             score += self.weights.alpha * eos
             lm += eos
         return score, lm
 
-    def _token_end(self, tree: PrefixTree, node: int, char: int) -> _TokenEnd:
-        """Scores the token that `char` completes after `node` (assumed a boundary)."""
-        wts = self.weights
-        state = tree.state[node]
-        space = self.alphabet.space
+    def _token_ends(self, tree: PrefixTree, nodes: I64, chars: I64) -> _TokenEnds:
+        """Scores the tokens that `chars` complete after `nodes` (one LM query each)."""
+        wts, lm = self.weights, self.lm
         if self.char_level:
-            token = CHAR_SPACE if char == space else self.alphabet.symbols[char - 1]
+            symbols = ("", *self.alphabet.symbols)
+            space = self.alphabet.space
+            tokens = [CHAR_SPACE if c == space else symbols[c] for c in chars.tolist()]
         else:
-            token = tree.word[node]
-        hot_word = bool(self.hot.trie.ends[int(tree.cols["h"][node])])
-        if self.lm is not None:
-            lm, state, known = self.lm.score(state, token)
+            tokens = [tree.word(n) for n in nodes.tolist()]
+        if lm is not None:
+            pairs = zip(nodes.tolist(), tokens, strict=True)
+            scored = [lm.score(tree.state(n), t) for n, t in pairs]
+            lms = np.array([s[0] for s in scored])
+            states = [s[1] for s in scored]
+            known = np.array([s[2] for s in scored], dtype=bool)
         else:
-            lm, known = 0.0, self.unigrams is None or bool(self.unigrams.ends[tree.cols["w"][node]])
-        unk = 0.0 if known or hot_word else wts.unk_penalty
-        return _TokenEnd(wts.alpha * lm + wts.beta + unk, lm, state)
+            lms, states = np.zeros(len(nodes)), [None] * len(nodes)
+            w = tree.cols["w"][nodes]
+            known = np.ones(len(nodes), bool) if self.unigrams is None else self.unigrams.ends[w]
+        known |= self.hot.trie.ends[tree.cols["h"][nodes]]
+        unk = np.where(known, 0.0, wts.unk_penalty)
+        return _TokenEnds(wts.alpha * lms + wts.beta + unk, lms, states)
 
     def _hot_step(self, h: I64, chars: I64) -> tuple[I64, F64]:
         """Hotword-trie moves on boundary `chars`: (next nodes, bonuses banked by phrases
