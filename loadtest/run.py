@@ -8,8 +8,8 @@
 At each concurrency N, N clients each stream manifest utterances one after another, paced
 at real time x `--speed`, each starting after a random offset at a random utterance. A
 client starts no new utterance after `--seconds`, and makes at most a bounded number, so
-every level ends by itself; a hard bound cancels whatever is still open after that. The
-server's /metrics is read before and after each level for its batch sizes. Traffic goes
+every level ends by itself (loadtest/sweep.py). The server's /metrics is read before and
+after each level for its batch sizes. Traffic goes
 only to the URLs given (or, with --compare-policies alone, to servers it starts locally).
 
 Exit status: 0 when every utterance got its final (with --compare-policies: when every
@@ -24,43 +24,17 @@ import argparse
 import asyncio
 import datetime
 import json
-import math
 import os
 import platform
-import random
 import shlex
 import sys
-import time
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from loadtest.client import (
-    MAX_CHUNK_MS,
-    MIN_CHUNK_MS,
-    ClientConfig,
-    Utterance,
-    UtteranceResult,
-    stream_utterance,
-)
-from loadtest.launch import LaunchError, launched
-from loadtest.report import Level, write_comparison, write_report
-from loadtest.scrape import batch_delta, scrape_batches
-
-POLICIES = ("eager", "timeout", "none")
-FAILURE_BACKOFF_S = 0.5  # a client waits this long after a failure before its next try
-
-
-@dataclass(frozen=True)
-class LoadConfig:
-    streams: tuple[int, ...]  # concurrency levels, in order
-    seconds: float  # how long each level starts new utterances
-    offset_s: float  # each client starts after a random delay in [0, offset_s)
-    pause_s: float  # idle time between levels, so one level's tail does not meet the next
-    progress_s: float  # seconds between progress lines; 0 = none
-    seed: int  # for start offsets and starting utterances
+from loadtest.client import MAX_CHUNK_MS, MIN_CHUNK_MS, ClientConfig, Utterance
+from loadtest.compare import POLICIES, compare
+from loadtest.report import write_report
+from loadtest.sweep import LoadConfig, sweep
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -107,7 +81,7 @@ def main(args: argparse.Namespace) -> int:
     meta = _meta(args, load, client, len(utterances))
     out = Path(args.out)
     if args.compare_policies:
-        return _compare(args, load, client, utterances, out, meta)
+        return compare(args, load, client, utterances, out, meta)
     levels = asyncio.run(sweep(load, client, utterances))
     results = write_report(out, levels, meta)
     print(f"report: {out / 'report.md'}", file=sys.stderr)
@@ -172,200 +146,6 @@ def load_manifest(path: Path, limit: int, max_seconds: float) -> list[Utterance]
     if not utterances:
         raise ValueError(f"{path} has no readable utterance of at most {max_seconds:g} s")
     return utterances
-
-
-# -- one sweep ------------------------------------------------------------------------------
-
-
-async def sweep(
-    load: LoadConfig, client: ClientConfig, utterances: list[Utterance], stop_over: float = 0.0
-) -> list[Level]:
-    """Every level in turn; with `stop_over` > 0, stop after the first level whose p98 is
-    over it or that had failures (higher loads will not do better)."""
-    levels = []
-    for i, streams in enumerate(load.streams):
-        if i:
-            await asyncio.sleep(load.pause_s)
-        level = await run_level(load, client, utterances, streams)
-        levels.append(level)
-        if stop_over and _over(level, stop_over):
-            _say(f"[{streams} streams] over the {stop_over:g} ms bound; stopping this sweep")
-            break
-    return levels
-
-
-def _over(level: Level, bound_ms: float) -> bool:
-    latencies = [u.eou_latency_ms for u in level.utterances if u.eou_latency_ms is not None]
-    failed = any(not u.ok for u in level.utterances)
-    return failed or not latencies or float(np.percentile(latencies, 98)) > bound_ms
-
-
-async def run_level(
-    load: LoadConfig, client: ClientConfig, utterances: list[Utterance], streams: int
-) -> Level:
-    """`streams` clients for `load.seconds`; ends by itself within `level_bound`."""
-    before = await asyncio.to_thread(scrape_batches, client.url, client.token)
-    results: list[UtteranceResult] = []
-    start = time.perf_counter()
-    deadline = start + load.seconds
-    tasks = [
-        asyncio.create_task(_client_loop(client, utterances, deadline, load, k, results))
-        for k in range(streams)
-    ]
-    progress = asyncio.create_task(_progress(streams, start, load, results))
-    bound = level_bound(load, client, utterances)
-    _, pending = await asyncio.wait(tasks, timeout=bound)
-    for task in pending:
-        task.cancel()
-    await asyncio.gather(*pending, return_exceptions=True)
-    progress.cancel()
-    wall = time.perf_counter() - start
-    after = await asyncio.to_thread(scrape_batches, client.url, client.token)
-    level = Level(streams, results, None, wall)
-    if before is None or after is None:
-        level.notes.append("/metrics could not be read; no batch sizes")
-    else:
-        level.batch_sizes = batch_delta(before, after)
-    if pending:
-        level.notes.append(f"{len(pending)} clients cancelled at the {bound:.0f} s bound")
-    _say(_progress_line(streams, wall, load.seconds, results, final=True))
-    return level
-
-
-def level_bound(load: LoadConfig, client: ClientConfig, utterances: list[Utterance]) -> float:
-    """Seconds after which a level's clients are cancelled: the last possible start, the
-    longest utterance at speed, and every timeout on the way, plus slack."""
-    longest = max(u.duration for u in utterances) / client.speed
-    waits = client.connect_timeout_s + client.final_timeout_s
-    return load.offset_s + load.seconds + longest + waits + 5.0
-
-
-def max_utterances(load: LoadConfig, client: ClientConfig, utterances: list[Utterance]) -> int:
-    """The most utterances one client can start within `seconds` (each lasts at least its
-    duration at speed; a failed one is followed by a back-off)."""
-    shortest = min(u.duration for u in utterances) / client.speed
-    return math.ceil(load.seconds / min(shortest, FAILURE_BACKOFF_S)) + 1
-
-
-async def _client_loop(
-    client: ClientConfig,
-    utterances: list[Utterance],
-    deadline: float,
-    load: LoadConfig,
-    k: int,
-    results: list[UtteranceResult],
-) -> None:
-    rng = random.Random(load.seed * 1_000_003 + k)
-    await asyncio.sleep(rng.uniform(0, load.offset_s))
-    index = rng.randrange(len(utterances))
-    for _ in range(max_utterances(load, client, utterances)):
-        if time.perf_counter() >= deadline:
-            return
-        utt = utterances[index % len(utterances)]
-        index += 1
-        try:
-            result = await stream_utterance(client, utt)
-        except asyncio.CancelledError:
-            results.append(UtteranceResult(utt.text, utt.duration, failure="cancelled at bound"))
-            raise
-        results.append(result)
-        if not result.ok:
-            await asyncio.sleep(FAILURE_BACKOFF_S)
-
-
-async def _progress(
-    streams: int, start: float, load: LoadConfig, results: list[UtteranceResult]
-) -> None:
-    if load.progress_s <= 0:
-        return
-    while True:
-        await asyncio.sleep(load.progress_s)
-        _say(_progress_line(streams, time.perf_counter() - start, load.seconds, results))
-
-
-def _progress_line(
-    streams: int,
-    elapsed: float,
-    seconds: float,
-    results: list[UtteranceResult],
-    final: bool = False,
-) -> str:
-    latencies = [r.eou_latency_ms for r in results if r.ok and r.eou_latency_ms is not None]
-    failed = sum(not r.ok for r in results)
-    line = f"[{streams:>3} streams] {elapsed:6.1f}/{seconds:g} s  finals {len(latencies):>4}"
-    line += f"  failures {failed}"
-    if latencies:
-        p50, p98 = np.percentile(latencies, [50, 98])
-        line += f"  eou p50 {p50:.1f} ms  p98 {p98:.1f} ms"
-    return line + ("  done" if final else "")
-
-
-def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-# -- policy comparison ----------------------------------------------------------------------
-
-
-def _compare(
-    args: argparse.Namespace,
-    load: LoadConfig,
-    client: ClientConfig,
-    utterances: list[Utterance],
-    out: Path,
-    meta: dict[str, Any],
-) -> int:
-    """Each server in turn (given URLs, or servers started per policy), then the ratios."""
-    stop_over = 0.0 if args.full_sweep else args.bound_ms
-    runs: dict[str, list[dict[str, Any]]] = {}
-    try:
-        for name, url in _targets(args):
-            _say(f"== {name} ==")
-            with url as ws_url:
-                levels = asyncio.run(
-                    sweep(load, replace(client, url=ws_url), utterances, stop_over)
-                )
-            results = write_report(out / name, levels, {**meta, "run": name, "url": ws_url})
-            runs[name] = results
-    except (LaunchError, ValueError) as e:
-        print(f"harken loadtest: {e}", file=sys.stderr)
-        return 2
-    comparison = write_comparison(out, runs, args.bound_ms, meta)
-    for name, n in comparison["sustained_streams"].items():
-        _say(f"{name}: sustains {n} streams with p98 <= {args.bound_ms:g} ms")
-    for ratio, value in comparison["ratios"].items():
-        _say(f"{ratio}: {value}")
-    _say(f"report: {out / 'compare.md'}")
-    return 0
-
-
-def _targets(args: argparse.Namespace) -> list[tuple[str, Any]]:
-    """(name, context manager yielding a ws:// URL) per server to measure."""
-    if args.url:
-        labels = [s for s in args.labels.split(",") if s] or [f"server{i}" for i in range(1, 99)]
-        if len(labels) < len(args.url):
-            raise ValueError(f"--labels names {len(labels)} servers, --url gives {len(args.url)}")
-        return [(label, _given(url)) for label, url in zip(labels, args.url, strict=False)]
-    policies = [p for p in args.policies.split(",") if p]
-    unknown = set(policies) - set(POLICIES)
-    if unknown:
-        raise ValueError(f"--policies must be among {POLICIES}, got {sorted(unknown)}")
-    serve_args = shlex.split(args.serve_args)
-    log_dir = Path(args.out)
-    return [(p, launched(p, serve_args, log_dir / p / "server.log")) for p in policies]
-
-
-class _given:
-    """A URL the user gave, as a context manager like `launched`."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def __enter__(self) -> str:
-        return self.url
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _meta(

@@ -4,7 +4,6 @@ Dispatch loop and the decoder workers into `app.state`; nothing heavy happens at
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -15,13 +14,10 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from server import rest, ws_stream, ws_vosk
 from server.config import ServerConfig
-from server.decoding import DecoderPool, build_decoder
-from server.dispatch import BatchDispatcher
+from server.engine import running_engine
 from server.errors import BadConfig, SessionError
 from server.limits import StreamSlots
 from server.metrics import Metrics
-from server.runner import F32, Chunk, ModelRunner
-from server.session import Engine
 from server.transport import Resources, log, resources
 
 TRANSCRIPTIONS = "/v1/audio/transcriptions"
@@ -42,57 +38,22 @@ def create_app(config: ServerConfig) -> FastAPI:
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     config: ServerConfig = app.state.config
-    runner = await asyncio.to_thread(
-        ModelRunner.from_bundle, config.bundle, config.device, config.dtype
-    )
-    await asyncio.to_thread(runner.warmup)
     metrics = Metrics(config.max_batch)
-    dispatcher: BatchDispatcher[Chunk, F32] = BatchDispatcher(runner, config.dispatch, metrics)
-    dispatcher.start()
-    pool = DecoderPool(config.decoder_workers)
-    slots = StreamSlots(config.max_streams)
-    metrics.track_active(lambda: slots.in_use)
-    app.state.resources = Resources(
-        config, _engine(config, runner, dispatcher, pool), slots, metrics
-    )
-    log.info(
-        "harken ready: bundle %s on %s/%s, policy %s",
-        config.bundle,
-        config.device,
-        config.dtype,
-        config.policy,
-    )
-    try:
-        yield
-    finally:
-        await slots.drain(config.shutdown_grace_s)
-        await dispatcher.stop()
-        pool.close()
-        runner.close()
-
-
-def _engine(
-    config: ServerConfig,
-    runner: ModelRunner,
-    dispatcher: BatchDispatcher[Chunk, F32],
-    pool: DecoderPool,
-) -> Engine:
-    model = runner.model.config
-
-    def frames(ms: int) -> int:
-        """Frames in `ms` of audio, rounded down to the model's time stride (at least one)."""
-        stride = model.time_stride
-        return max(stride, int(ms // model.features.hop_ms) // stride * stride)
-
-    return Engine(
-        dispatcher=dispatcher,
-        decoder=build_decoder(config.bundle, model, config.decoder, config.beam_size),
-        pool=pool,
-        features=model.features,
-        chunk_frames=frames(config.chunk_ms),
-        max_chunk_frames=frames(config.max_chunk_ms),
-        max_samples=int(config.max_stream_s * model.features.sample_rate),
-    )
+    async with running_engine(config, metrics) as engine:
+        slots = StreamSlots(config.max_streams)
+        metrics.track_active(lambda: slots.in_use)
+        app.state.resources = Resources(config, engine, slots, metrics)
+        log.info(
+            "harken ready: %s on %s/%s, %s dispatch",
+            config.bundle,
+            config.device,
+            config.dtype,
+            config.policy,
+        )
+        try:
+            yield
+        finally:
+            await slots.drain(config.shutdown_grace_s)
 
 
 def _add_probes(app: FastAPI) -> None:

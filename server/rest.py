@@ -19,12 +19,11 @@ from server.errors import (
     BadConfig,
     EmptyAudio,
     SessionError,
-    StreamTooLong,
     UnsupportedFormat,
     UploadTooLarge,
 )
 from server.protocol import RESPONSE_FORMATS, Final, OpenAIError, OpenAIErrorBody
-from server.session import Options, Session
+from server.session import transcribe
 from server.subtitles import segments, srt, verbose, vtt
 from server.transport import Resources, authorize, observe_final, resources
 
@@ -87,30 +86,16 @@ async def _read_upload(file: UploadFile, limit: int) -> bytes:
 
 
 async def _transcribe(res: Resources, data: bytes) -> Final:
-    rate = res.engine.features.sample_rate
     if not data:
         raise EmptyAudio("the uploaded file is empty")
     try:
-        audio = await asyncio.to_thread(decode_file, data, rate)
+        audio = await asyncio.to_thread(decode_file, data, res.engine.features.sample_rate)
     except AudioError as e:
         raise (UnsupportedFormat if e.code == "unsupported_format" else BadAudio)(str(e)) from None
-    if len(audio) == 0:
-        raise EmptyAudio("the file holds no audio samples")
-    if len(audio) > res.engine.max_samples:
-        limit_s = res.engine.max_samples / rate
-        raise StreamTooLong(
-            f"the audio is {len(audio) / rate:.0f} s long; the limit is {limit_s:.0f} s"
-        )
-    session = Session(res.engine, Options(sample_rate=rate, partials=False))
-    try:
-        await session.start()
-        await session.feed(audio)
-        began = time.perf_counter()
-        final = await session.finish()
-        observe_final(res, session, began)
-        return final
-    finally:
-        session.close()
+    began = time.perf_counter()
+    session, final = await transcribe(res.engine, audio)
+    observe_final(res, session, began)
+    return final
 
 
 def _respond(final: Final, response_format: str, granularities: set[str]) -> Response:

@@ -234,6 +234,26 @@ class Session:
             raise OutOfOrder(f"cannot {action} in state {self.state.value!r}")
 
 
+async def transcribe(engine: Engine, audio: F32) -> tuple[Session, Final]:
+    """A whole recording (mono float32 at the model's rate) through a session: the same
+    Batch Dispatch as live streams, in steps of up to `max_chunk_frames`."""
+    rate = engine.features.sample_rate
+    if len(audio) == 0:
+        raise EmptyAudio("the audio holds no samples")
+    if len(audio) > engine.max_samples:
+        limit = engine.max_samples / rate
+        raise StreamTooLong(
+            f"the audio is {len(audio) / rate:.0f} s long; the limit is {limit:.0f} s"
+        )
+    session = Session(engine, Options(sample_rate=rate, partials=False))
+    try:
+        await session.start()
+        await session.feed(audio)
+        return session, await session.finish()
+    finally:
+        session.close()
+
+
 def _words(hyp: HypothesisLike) -> list[Word]:
     return [
         Word(word=w.word, start=round(w.start, 3), end=round(w.end, 3), conf=round(w.conf, 3))
@@ -241,4 +261,4 @@ def _words(hyp: HypothesisLike) -> list[Word]:
     ]
 
 
-__all__ = ["Engine", "Options", "Session", "SessionError", "State"]
+__all__ = ["Engine", "Options", "Session", "SessionError", "State", "transcribe"]

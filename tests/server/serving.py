@@ -35,6 +35,7 @@ class Running:
     url: str  # http://127.0.0.1:PORT
     ws: str  # ws://127.0.0.1:PORT
     server: DrainingServer
+    thread: threading.Thread  # runs server.run(); ends when the server has exited
 
     @property
     def resources(self) -> Resources:
@@ -65,7 +66,7 @@ def running(config: ServerConfig) -> Iterator[Running]:
     thread.start()
     assert started.wait(60) and server.started, "the server did not start"
     try:
-        yield Running(f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", server)
+        yield Running(f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", server, thread)
     finally:
         server.should_exit = True
         thread.join(30)

@@ -13,6 +13,7 @@ import openai
 import pytest
 from websockets.sync.client import ClientConnection, connect
 
+import harken_cli
 from decoder.lm import KenLM
 from models.bundle import load_bundle
 from server.config import ServerConfig
@@ -165,3 +166,23 @@ def test_a_bundle_with_an_lm_is_decoded_with_it(tiny_bundle: Path, tmp_path: Pat
     ):
         *_, final = stream(ws, AUDIO_PCM)
     assert final["text"] == expected
+
+
+def test_harken_transcribe_in_process_and_through_a_server(
+    server: Running,
+    expected: str,
+    tiny_bundle: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import soundfile
+
+    wav, junk = tmp_path / "a.wav", tmp_path / "junk.wav"
+    soundfile.write(wav, np.frombuffer(AUDIO_PCM, "<i2"), 16000, subtype="PCM_16")
+    junk.write_bytes(b"not audio" * 20)
+    for where in (["--bundle", str(tiny_bundle)], ["--server", server.url]):
+        assert harken_cli.main(["transcribe", str(wav), str(junk), "--words", *where]) == 1
+        good, bad = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+        assert good["file"] == str(wav) and good["text"] == expected
+        assert [w["word"] for w in good["words"]] == expected.split()
+        assert bad["file"] == str(junk) and "error" in bad

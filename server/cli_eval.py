@@ -1,0 +1,274 @@
+"""`harken eval`: word and character error rates of a bundle on a manifest, greedy and (with
+`--beam`) with the beam search and the bundle's LM, per voice and overall, and the worst
+utterances.
+
+The network runs once over the manifest, in batches of similar-length utterances (fp32,
+`DS2.forward`, which streaming equals); each decoder then decodes the same log-probs.
+
+    harken eval --bundle models/default --manifest data/corpus/test.jsonl --beam --out eval.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import soundfile as sf
+import torch
+
+from decoder.loading import DECODER_JSON
+from decoder.metrics import ErrorRate, edit_distance
+from models.bundle import load_bundle
+from models.data import Example, collate, load_audio
+from models.ds2 import DS2
+from models.features import featurize
+from models.manifest import Utterance, read_manifest
+from server.decoding import Decoder, build_decoder
+
+F32 = npt.NDArray[np.float32]
+DEFAULT_BUNDLE = Path(__file__).resolve().parents[1] / "models" / "default"
+NO_VOICE = "(no voice)"
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One utterance decoded by one decoder."""
+
+    hypothesis: str
+    word_errors: int
+    words: int
+    char_errors: int
+    chars: int
+
+    @property
+    def wer(self) -> float:
+        return ErrorRate(self.word_errors, self.words).rate
+
+    @property
+    def cer(self) -> float:
+        return ErrorRate(self.char_errors, self.chars).rate
+
+
+def score(reference: str, hypothesis: str) -> Scored:
+    """Word and character edit distances (spaces normalised, as decoder.metrics does)."""
+    ref, hyp = " ".join(reference.split()), " ".join(hypothesis.split())
+    return Scored(
+        hyp,
+        edit_distance(ref.split(), hyp.split()),
+        len(ref.split()),
+        edit_distance(list(ref), list(hyp)),
+        len(ref),
+    )
+
+
+# -- the network, batched ---------------------------------------------------------------------
+
+
+@torch.inference_mode()
+def log_probs(
+    model: DS2, utterances: Sequence[Utterance], batch_frames: int, batch_size: int
+) -> tuple[list[F32], float]:
+    """Per utterance its log-probs [T', V] (manifest order), and the audio seconds. Batches
+    group utterances of similar length, of at most `batch_size` utterances and about
+    `batch_frames` padded input frames, so little of the work is padding."""
+    frames = [_frames(model, u) for u in utterances]
+    order = sorted(range(len(frames)), key=lambda i: frames[i])
+    out: list[F32] = [np.zeros((0, model.config.vocab_size), np.float32)] * len(frames)
+    rate = model.config.features.sample_rate
+    samples = 0
+    for batch in _batches([frames[i] for i in order], batch_frames, batch_size):
+        idx = [order[k] for k in batch]
+        audio = [load_audio(str(utterances[i].audio), rate) for i in idx]
+        samples += sum(len(a) for a in audio)
+        feats = [_features(model, a) for a in audio]
+        no_labels = torch.zeros(0, dtype=torch.long)
+        b = collate([Example(f, no_labels, i) for f, i in zip(feats, idx, strict=True)])
+        lp, n = model(b.feats, b.feat_lengths)
+        for j, i in enumerate(idx):
+            out[i] = lp[j, : int(n[j])].float().numpy()
+    return out, samples / rate
+
+
+def _frames(model: DS2, utt: Utterance) -> int:
+    """Approximate input frames, from the manifest's duration or the file header."""
+    seconds = utt.duration or sf.info(str(utt.audio)).duration
+    return int(seconds * 1000 / model.config.features.hop_ms)
+
+
+def _features(model: DS2, audio: F32) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(featurize(audio, model.config.features)))
+
+
+def _batches(sorted_lengths: list[int], batch_frames: int, batch_size: int) -> list[list[int]]:
+    """Cut positions of ascending lengths into batches whose padded size stays in budget."""
+    batches: list[list[int]] = []
+    for k, n in enumerate(sorted_lengths):
+        last = batches[-1] if batches else None
+        if last is not None and len(last) < batch_size and (len(last) + 1) * n <= batch_frames:
+            last.append(k)
+        else:
+            batches.append([k])
+    return batches
+
+
+# -- decoding and the report ------------------------------------------------------------------
+
+
+def decode_all(decoder: Decoder, outputs: Sequence[F32]) -> tuple[list[str], float]:
+    """Best hypothesis per utterance, and the seconds spent decoding."""
+    start, texts = time.perf_counter(), []
+    for lp in outputs:
+        stream = decoder.start()
+        stream.advance(lp)
+        texts.append(stream.finalize()[0].text)
+    return texts, time.perf_counter() - start
+
+
+def summarize(scored: Sequence[Scored]) -> dict[str, Any]:
+    """Corpus rates: total errors over total reference words / characters."""
+    w = ErrorRate(sum(s.word_errors for s in scored), sum(s.words for s in scored))
+    c = ErrorRate(sum(s.char_errors for s in scored), sum(s.chars for s in scored))
+    return {
+        "utterances": len(scored),
+        "wer": w.rate,
+        "cer": c.rate,
+        "words": w.length,
+        "word_errors": w.errors,
+        "chars": c.length,
+        "char_errors": c.errors,
+    }
+
+
+def by_voice(utts: Sequence[Utterance], scored: Sequence[Scored]) -> dict[str, dict[str, Any]]:
+    groups: dict[str, list[Scored]] = {}
+    for u, s in zip(utts, scored, strict=True):
+        groups.setdefault(u.voice or NO_VOICE, []).append(s)
+    return {voice: summarize(groups[voice]) for voice in sorted(groups)}
+
+
+def worst(
+    utts: Sequence[Utterance], results: dict[str, list[Scored]], count: int
+) -> list[dict[str, Any]]:
+    """The `count` utterances with the most word errors under the last (best) decoder, then
+    the most character errors; each with every decoder's hypothesis."""
+    ranked = list(results)[-1]
+    rows = results[ranked]
+    order = sorted(
+        range(len(utts)),
+        key=lambda i: (-rows[i].wer, -rows[i].cer, -rows[i].words, str(utts[i].audio)),
+    )
+    out = []
+    for i in order[:count]:
+        row: dict[str, Any] = {
+            "audio": str(utts[i].audio),
+            "voice": utts[i].voice,
+            "reference": utts[i].text,
+        }
+        for name, scored in results.items():
+            row[name] = {"text": scored[i].hypothesis, "wer": scored[i].wer, "cer": scored[i].cer}
+        out.append(row)
+    return out
+
+
+def evaluate(
+    model: DS2, utts: Sequence[Utterance], decoders: dict[str, Decoder], args: argparse.Namespace
+) -> dict[str, Any]:
+    """The whole evaluation as a JSON-ready report."""
+    start = time.perf_counter()
+    outputs, audio_seconds = log_probs(model, utts, args.batch_frames, args.batch_size)
+    forward_s = time.perf_counter() - start
+    results: dict[str, list[Scored]] = {}
+    timing: dict[str, float] = {"forward_s": forward_s}
+    for name, decoder in decoders.items():
+        texts, seconds = decode_all(decoder, outputs)
+        results[name] = [score(u.text, t) for u, t in zip(utts, texts, strict=True)]
+        timing[f"{name}_decode_s"] = seconds
+    return {
+        "bundle": str(args.bundle),
+        "manifest": str(args.manifest),
+        "utterances": len(utts),
+        "audio_seconds": audio_seconds,
+        "timing": timing,
+        "decoders": {
+            name: {"overall": summarize(s), "per_voice": by_voice(utts, s)}
+            for name, s in results.items()
+        },
+        "worst": worst(utts, results, args.worst),
+    }
+
+
+def markdown(report: dict[str, Any]) -> str:
+    names = list(report["decoders"])
+    lines = [
+        f"# {report['bundle']} on {report['manifest']}",
+        "",
+        f"{report['utterances']} utterances, {report['audio_seconds'] / 3600:.2f} h; "
+        + ", ".join(f"{k} {v:.1f} s" for k, v in report["timing"].items()),
+        "",
+        "| voice | utterances |" + "".join(f" {n} WER | {n} CER |" for n in names),
+        "| --- | --- |" + " --- | --- |" * len(names),
+    ]
+    voices = list(report["decoders"][names[0]]["per_voice"])
+    for voice in [*voices, "overall"]:
+        cells = [
+            report["decoders"][n]["overall" if voice == "overall" else "per_voice"] for n in names
+        ]
+        rows = [c if voice == "overall" else c[voice] for c in cells]
+        label = f"**{voice}**" if voice == "overall" else voice
+        lines.append(
+            f"| {label} | {rows[0]['utterances']} |"
+            + "".join(f" {r['wer']:.2%} | {r['cer']:.2%} |" for r in rows)
+        )
+    lines += ["", f"Worst utterances (by {names[-1]} WER):", ""]
+    for w in report["worst"]:
+        lines.append(f"- {w['audio']} ({w['voice'] or NO_VOICE})")
+        lines.append(f"  - ref: {w['reference']}")
+        for n in names:
+            lines.append(f"  - {n} (WER {w[n]['wer']:.0%}): {w[n]['text']}")
+    return "\n".join(lines) + "\n"
+
+
+# -- command line -----------------------------------------------------------------------------
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bundle", type=Path, default=DEFAULT_BUNDLE, help="model bundle directory")
+    p.add_argument("--manifest", type=Path, required=True, help="JSON Lines manifest to score")
+    p.add_argument("--beam", action="store_true", help="also the beam search with the bundle's LM")
+    p.add_argument("--beam-width", type=int, default=0, help="override decoder.json's beam width")
+    p.add_argument("--out", type=Path, help="write the report as JSON here (.md: as Markdown)")
+    p.add_argument("--limit", type=int, default=0, help="first N utterances only (0: all)")
+    p.add_argument("--worst", type=int, default=10, help="worst utterances to list")
+    p.add_argument("--batch-size", type=int, default=32, help="utterances per forward batch")
+    p.add_argument("--batch-frames", type=int, default=20000, help="padded frames per batch")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    model = load_bundle(args.bundle)
+    utts = read_manifest(args.manifest, check_audio=True)
+    utts = utts[: args.limit] if args.limit else utts
+    if not utts:
+        raise SystemExit(f"{args.manifest} has no utterances")
+    decoders: dict[str, Decoder] = {"greedy": build_decoder(args.bundle, model.config, "greedy")}
+    if args.beam:
+        if not (args.bundle / DECODER_JSON).is_file():
+            print(f"note: {args.bundle} has no {DECODER_JSON}: beam search without an LM")
+        decoders["beam"] = build_decoder(args.bundle, model.config, "beam", args.beam_width)
+    report = evaluate(model, utts, decoders, args)
+    text = markdown(report)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        body = text if args.out.suffix == ".md" else json.dumps(report, indent=1) + "\n"
+        args.out.write_text(body)
+    return 0

@@ -1,0 +1,118 @@
+"""`harken transcribe FILE...`: one JSON line per file, with at least `file` and `text`.
+
+Without `--server` it loads the bundle and runs the server's own engine in-process; with
+`--server URL` it streams each file to a running server's `/v1/stream` over WebSocket.
+A file that fails prints `{"file", "error"}` and the exit status becomes 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from server.config import DECODERS, DEFAULT_BUNDLE, DEVICES, DTYPES
+
+SAMPLE_RATE = 16000
+FRAME_SECONDS = 0.1  # audio per WebSocket frame when sending to a server
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "files", nargs="+", metavar="FILE", help="audio files (WAV, FLAC, OGG; more with ffmpeg)"
+    )
+    parser.add_argument(
+        "--server", default=None, help="URL of a running harken server, e.g. http://127.0.0.1:8000"
+    )
+    parser.add_argument("--bundle", default=DEFAULT_BUNDLE, help="model bundle for in-process runs")
+    parser.add_argument("--device", choices=DEVICES, default="cpu")
+    parser.add_argument("--dtype", choices=DTYPES, default="fp32")
+    parser.add_argument("--decoder", choices=DECODERS, default="beam")
+    parser.add_argument("--words", action="store_true", help="include words with start/end/conf")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.server:
+        results = [_remote(args.server, Path(f), args.words) for f in args.files]
+    else:
+        results = asyncio.run(_local(args))
+    for result in results:
+        print(json.dumps(result), flush=True)
+    return 1 if any("error" in r for r in results) else 0
+
+
+async def _local(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from models.bundle import BundleError
+    from server.config import ServerConfig
+    from server.engine import running_engine
+
+    try:
+        config = ServerConfig(
+            bundle=args.bundle, device=args.device, dtype=args.dtype, decoder=args.decoder
+        )
+        async with running_engine(config) as engine:
+            return [await _local_file(engine, Path(f), args.words) for f in args.files]
+    except (BundleError, ValueError, OSError) as e:
+        return [{"file": f, "error": f"cannot load the model: {e}"} for f in args.files]
+
+
+async def _local_file(engine: Any, path: Path, words: bool) -> dict[str, Any]:
+    from server.audio import decode_file
+    from server.errors import SessionError
+    from server.session import transcribe
+
+    try:
+        audio = await asyncio.to_thread(decode_file, path.read_bytes(), engine.features.sample_rate)
+        _, final = await transcribe(engine, audio)
+    except (OSError, ValueError, SessionError) as e:
+        return {"file": str(path), "error": str(e)}
+    return _line(path, final.model_dump(), words)
+
+
+def _remote(server: str, path: Path, words: bool) -> dict[str, Any]:
+    from websockets.exceptions import ConnectionClosed, InvalidURI, WebSocketException
+    from websockets.sync.client import connect
+
+    from server.audio import decode_file
+
+    url = (
+        server.rstrip("/").replace("http://", "ws://", 1).replace("https://", "wss://", 1)
+        + "/v1/stream"
+    )
+    try:
+        audio = decode_file(path.read_bytes(), SAMPLE_RATE)
+        with connect(url, max_size=None) as ws:
+            ws.send(
+                json.dumps(
+                    {
+                        "type": "config",
+                        "sample_rate": SAMPLE_RATE,
+                        "encoding": "f32le",
+                        "partials": False,
+                    }
+                )
+            )
+            step = int(SAMPLE_RATE * FRAME_SECONDS)
+            for i in range(0, len(audio), step):
+                ws.send(audio[i : i + step].astype("<f4").tobytes())
+            ws.send(json.dumps({"type": "eos"}))
+            reply = json.loads(ws.recv())
+    except (OSError, ValueError, ConnectionClosed, InvalidURI, WebSocketException) as e:
+        return {"file": str(path), "error": str(e)}
+    if reply.get("type") == "error":
+        return {"file": str(path), "error": f"{reply['code']}: {reply['message']}"}
+    return _line(path, reply, words)
+
+
+def _line(path: Path, final: dict[str, Any], words: bool) -> dict[str, Any]:
+    line = {"file": str(path), "text": final["text"], "duration": round(final["duration"], 3)}
+    return {**line, "words": final["words"]} if words else line
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="harken transcribe")
+    add_arguments(parser)
+    sys.exit(main(parser.parse_args()))

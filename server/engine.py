@@ -1,0 +1,54 @@
+"""Building and tearing down the serving engine: model runner, Batch Dispatch, decoders.
+
+The app's lifespan and the in-process `harken transcribe` share this, so both run the
+very same path from audio to text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from models.config import ModelConfig
+from server.config import ServerConfig
+from server.decoding import DecoderPool, build_decoder
+from server.dispatch import BatchDispatcher, DispatchObserver
+from server.runner import F32, Chunk, ModelRunner
+from server.session import Engine
+
+
+@asynccontextmanager
+async def running_engine(
+    config: ServerConfig, observer: DispatchObserver | None = None
+) -> AsyncIterator[Engine]:
+    """Load the bundle (off the event loop), start the dispatcher; stop and free on exit."""
+    runner = await asyncio.to_thread(
+        ModelRunner.from_bundle, config.bundle, config.device, config.dtype
+    )
+    await asyncio.to_thread(runner.warmup)
+    dispatcher: BatchDispatcher[Chunk, F32] = BatchDispatcher(runner, config.dispatch, observer)
+    pool = DecoderPool(config.decoder_workers)
+    try:
+        model = runner.model.config
+        decoder = build_decoder(config.bundle, model, config.decoder, config.beam_size)
+        dispatcher.start()
+        yield Engine(
+            dispatcher=dispatcher,
+            decoder=decoder,
+            pool=pool,
+            features=model.features,
+            chunk_frames=frames(model, config.chunk_ms),
+            max_chunk_frames=frames(model, config.max_chunk_ms),
+            max_samples=int(config.max_stream_s * model.features.sample_rate),
+        )
+    finally:
+        await dispatcher.stop()
+        pool.close()
+        runner.close()
+
+
+def frames(model: ModelConfig, ms: int) -> int:
+    """Feature frames in `ms` of audio, rounded down to the time stride (at least one)."""
+    stride = model.time_stride
+    return max(stride, int(ms // model.features.hop_ms) // stride * stride)

@@ -1,0 +1,110 @@
+"""`harken eval` on a tiny random bundle with a tiny LM: the report's structure, rates that
+add up, and batched forward passes that equal one utterance at a time."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from decoder.beam import DecoderConfig
+from decoder.loading import write_decoder_json
+from models.bundle import load_bundle
+from models.manifest import Utterance, read_manifest, write_manifest
+from server import cli_eval
+from tests.decoder.conftest import WORD_BIGRAMS, WORDS, write_arpa
+
+VOICES = ["espeak:en-us", "flite:slt"]
+TEXTS = ["a b", "ab ba", "hello there", "a", "ba ab a"]
+
+
+@pytest.fixture
+def bundle_with_lm(tiny_bundle: Path, tmp_path: Path) -> Path:
+    """The shared tiny bundle plus a bigram word LM and its decoder.json."""
+    bundle = Path(shutil.copytree(tiny_bundle, tmp_path / "bundle"))
+    write_arpa(bundle / "lm.arpa", WORDS, WORD_BIGRAMS)
+    (bundle / "unigrams.txt").write_text("a\nb\nab\nba\n")
+    write_decoder_json(bundle, DecoderConfig(beam_width=8), "word", 2, "lm.arpa", "unigrams.txt")
+    return bundle
+
+
+def make_manifest(root: Path) -> Path:
+    """Five utterances of noise and tones, 0.3 to 1.5 s, from two voices."""
+    rng = np.random.default_rng(1)
+    utts = []
+    for i, text in enumerate(TEXTS):
+        n = int(16000 * (0.3 + 0.3 * i))
+        t = np.arange(n) / 16000
+        audio = 0.2 * np.sin(2 * np.pi * (300 + 100 * i) * t) + 0.05 * rng.standard_normal(n)
+        sf.write(root / f"u{i}.wav", audio.astype(np.float32), 16000, subtype="PCM_16")
+        utts.append(Utterance(root / f"u{i}.wav", text, None, VOICES[i % 2]))
+    write_manifest(root / "test.jsonl", utts)
+    return root / "test.jsonl"
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    cli_eval.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_report_has_greedy_and_beam_per_voice_and_overall(
+    bundle_with_lm: Path, tmp_path: Path
+) -> None:
+    manifest = make_manifest(tmp_path)
+    out = tmp_path / "report.json"
+    args = parse("--bundle", str(bundle_with_lm), "--manifest", str(manifest), "--beam")
+    args.out, args.worst, args.batch_size = out, 3, 2
+    assert cli_eval.main(args) == 0
+    report = json.loads(out.read_text())
+    assert report["utterances"] == 5 and report["audio_seconds"] > 0
+    assert set(report["timing"]) == {"forward_s", "greedy_decode_s", "beam_decode_s"}
+    assert list(report["decoders"]) == ["greedy", "beam"]
+    for result in report["decoders"].values():
+        overall, voices = result["overall"], result["per_voice"]
+        assert sorted(voices) == sorted(VOICES)
+        assert overall["utterances"] == 5 == sum(v["utterances"] for v in voices.values())
+        for key in ("word_errors", "words", "char_errors", "chars"):
+            assert overall[key] == sum(v[key] for v in voices.values())
+        assert overall["words"] == sum(len(t.split()) for t in TEXTS)
+        assert overall["wer"] == overall["word_errors"] / overall["words"]
+    worst = report["worst"]
+    assert len(worst) == 3
+    assert [w["beam"]["wer"] for w in worst] == sorted(
+        (w["beam"]["wer"] for w in worst), reverse=True
+    )
+    assert {"audio", "voice", "reference", "greedy", "beam"} <= set(worst[0])
+
+
+def test_markdown_output_and_greedy_only(tiny_bundle: Path, tmp_path: Path) -> None:
+    manifest = make_manifest(tmp_path)
+    args = parse("--bundle", str(tiny_bundle), "--manifest", str(manifest), "--limit", "4")
+    args.out = tmp_path / "report.md"
+    assert cli_eval.main(args) == 0
+    text = args.out.read_text()
+    assert "| voice | utterances | greedy WER | greedy CER |" in text
+    assert "| **overall** | 4 |" in text and "beam" not in text
+    assert "Worst utterances" in text and "ref: " in text
+
+
+def test_batched_forward_equals_one_utterance_at_a_time(tiny_bundle: Path, tmp_path: Path) -> None:
+    utts = read_manifest(make_manifest(tmp_path))
+    model = load_bundle(tiny_bundle)
+    batched, seconds = cli_eval.log_probs(model, utts, batch_frames=10**6, batch_size=8)
+    alone, _ = cli_eval.log_probs(model, utts, batch_frames=10**6, batch_size=1)
+    assert seconds == pytest.approx(sum(0.3 + 0.3 * i for i in range(5)), abs=0.05)
+    for a, b in zip(batched, alone, strict=True):
+        assert a.shape == b.shape and a.shape[0] > 0
+        np.testing.assert_allclose(a, b, atol=1e-4)
+
+
+def test_batches_respect_both_budgets() -> None:
+    lengths = [10, 20, 30, 40, 50, 60]
+    batches = cli_eval._batches(lengths, batch_frames=100, batch_size=3)
+    assert [k for b in batches for k in b] == list(range(6))
+    assert all(len(b) <= 3 and len(b) * lengths[b[-1]] <= 100 for b in batches if len(b) > 1)
