@@ -247,8 +247,9 @@ class Trainer:
             reduction="none",
             zero_infinity=True,
         )
-        global_batch = len(batch.indices) * self.dist.world  # shards are near-equal
-        loss = losses.sum() * self.dist.world / max(global_batch, 1)
+        # DDP averages gradients over ranks, so each shard's summed loss is scaled by
+        # world / global batch: shards of unequal size then weigh every utterance alike.
+        loss = losses.sum() * self.dist.world / max(self._global_batch(len(batch.indices)), 1)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()  # type: ignore[no-untyped-call]
         self.scaler.unscale_(self.optimizer)
@@ -256,6 +257,14 @@ class Trainer:
         self.scaler.step(self.optimizer)
         self.scaler.update()
         return float(losses.detach().mean())
+
+    def _global_batch(self, shard: int) -> int:
+        """Utterances in this step over all ranks (the last batch may split unevenly)."""
+        if self.dist.world == 1:
+            return shard
+        n = torch.tensor([shard], dtype=torch.long, device=self.dist.device)
+        dist.all_reduce(n)
+        return int(n.item())
 
     def _loader(self, epoch: int, start: int) -> Iterator[Batch]:
         self.sampler.set_epoch(epoch, start)

@@ -1,0 +1,219 @@
+"""The trainer: a tiny model learns, a killed run resumes exactly where it stopped, and
+data-parallel replicas stay identical and equal one process on the combined batch."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+from torch.multiprocessing.spawn import spawn
+
+from models.batching import BatchConfig
+from models.data import Batch
+from models.manifest import Utterance, read_manifest, write_manifest
+from models.train import TrainConfig, Trainer
+from tests.models.conftest import TINY_CONFIGS
+
+MODEL = TINY_CONFIGS["2d-gru"]
+TEXTS = ["abc", "hello", "go on", "a bad cab", "no", "hi there", "ok", "see me"]
+SAMPLE_RATE = 16000
+
+
+def make_corpus(root: Path, n: int) -> list[Utterance]:
+    """n short utterances: one 70 ms tone per character (its pitch set by the character) in
+    light noise, so the transcript is learnable; written as WAVs plus a manifest."""
+    rng = np.random.default_rng(0)
+    utts = []
+    for i in range(n):
+        text = TEXTS[i % len(TEXTS)]
+        t = np.arange(int(0.07 * SAMPLE_RATE)) / SAMPLE_RATE
+        tones = [0.3 * np.sin(2 * np.pi * (200 + 60 * (ord(c) - 96)) * t) for c in text]
+        silence = np.zeros(int(0.1 * SAMPLE_RATE))
+        audio = np.concatenate([silence, *tones, silence])
+        audio = (audio + 0.01 * rng.standard_normal(len(audio))).astype(np.float32)
+        path = root / f"u{i}.wav"
+        sf.write(path, audio, SAMPLE_RATE, subtype="PCM_16")
+        utts.append(Utterance(path, text, len(audio) / SAMPLE_RATE, "tones"))
+    write_manifest(root / "train.jsonl", utts)
+    return read_manifest(root / "train.jsonl", check_audio=True)
+
+
+def train_config(**overrides: object) -> TrainConfig:
+    base: dict[str, object] = {
+        "lr": 5e-3,
+        "warmup_steps": 1,
+        "epochs": 3,
+        "precision": "fp32",
+        "checkpoint_every": 2,
+        "workers": 0,
+        "augment": True,
+        "norm_utterances": 8,
+    }
+    return TrainConfig(**{**base, **overrides})  # type: ignore[arg-type]
+
+
+def parameters(trainer: Trainer) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+
+
+class Recording(Trainer):
+    """Remembers every step's loss; raises `Killed` instead of taking step `kill_at` + 1."""
+
+    kill_at: int | None = None
+
+    def train_step(self, batch: Batch) -> float:
+        if self.kill_at is not None and self.progress.step >= self.kill_at:
+            raise Killed(self.progress.step)
+        loss = super().train_step(batch)
+        self.losses = [*getattr(self, "losses", []), loss]
+        return loss
+
+
+class Killed(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> object:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_a_few_steps_lower_the_loss(tmp_path: Path) -> None:
+    utts = make_corpus(tmp_path, 4)
+    cfg = train_config(epochs=100, max_steps=12, augment=False, checkpoint_every=100)
+    trainer = Recording(MODEL, cfg, BatchConfig(batch_size=4), utts, [], tmp_path / "run")
+    progress = trainer.fit()
+    assert progress.step == 12 and len(trainer.losses) == 12
+    assert all(np.isfinite(trainer.losses))
+    # Every step sees the same four utterances, so the loss falls steadily.
+    losses = trainer.losses
+    assert losses[-1] < 0.7 * losses[0], losses
+    assert np.mean(losses[6:]) < np.mean(losses[:6]), losses
+
+
+def test_killed_and_resumed_run_ends_exactly_where_an_uninterrupted_one_does(
+    tmp_path: Path,
+) -> None:
+    utts = make_corpus(tmp_path, 6)
+    batches = BatchConfig(strategy="random", batch_size=2, sortagrad=True)
+    cfg = train_config()  # 3 epochs of 3 steps; checkpoints at steps 2, 3 (epoch end), 4, 6...
+
+    whole = Recording(MODEL, cfg, batches, utts, [], tmp_path / "whole")
+    assert whole.fit().step == 9
+
+    killed = Recording(MODEL, cfg, batches, utts, [], tmp_path / "killed")
+    killed.kill_at = 5  # dies while taking step 6, in epoch 1; its last checkpoint is step 4
+    with pytest.raises(Killed):
+        killed.fit()
+    resumed = Recording(MODEL, cfg, batches, utts, [], tmp_path / "killed")
+    progress = resumed.fit()
+    assert resumed.losses == whole.losses[4:]  # redid step 5, then went on as before
+    assert (progress.step, progress.epoch) == (9, 3)
+    want, got = parameters(whole), parameters(resumed)
+    assert want.keys() == got.keys()
+    for name in want:
+        assert torch.equal(want[name], got[name]), name
+
+
+# -- data parallel ------------------------------------------------------------------------------
+
+# (name, global batch size, steps): 8 utterances in batches of 4 split 2 + 2 over the replicas,
+# for 3 steps across an epoch boundary; in batches of 5 the first splits 3 + 2.
+RUNS = [("even", 4, 3), ("uneven", 5, 1)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ddp_config(steps: int) -> TrainConfig:
+    # SGD, not AdamW: Adam's first steps move every weight by about lr * sign(gradient), so
+    # gradients within rounding of zero would turn 1e-9 differences into 1e-4 ones.
+    return train_config(epochs=100, max_steps=steps, checkpoint_every=1000, optimizer="sgd")
+
+
+def _replica(rank: int, world: int, ports: list[int], root: str) -> None:
+    """One torchrun-style process: the environment torchrun would set, then the trainer,
+    once per run of RUNS (each with its own process group)."""
+    torch.set_num_threads(1)
+    utts = read_manifest(Path(root) / "train.jsonl")
+    for (name, batch_size, steps), port in zip(RUNS, ports, strict=True):
+        os.environ.update(
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            RANK=str(rank),
+            LOCAL_RANK=str(rank),
+            WORLD_SIZE=str(world),
+        )
+        out = Path(root) / name
+        trainer = Trainer(
+            MODEL, _ddp_config(steps), BatchConfig(batch_size=batch_size), utts, [], out
+        )
+        trainer.fit()
+        out.mkdir(parents=True, exist_ok=True)  # only rank 0 writes the run directory
+        torch.save(parameters(trainer), out / f"rank{rank}.pt")
+        torch.distributed.destroy_process_group()
+
+
+Params = dict[str, torch.Tensor]
+
+
+@pytest.fixture(scope="module")
+def data_parallel(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, tuple[list[Params], Params]]:
+    """Per run of RUNS: the parameters of the 2 gloo replicas, and of one process that trains
+    on the same global batches."""
+    root = tmp_path_factory.mktemp("ddp")
+    utts = make_corpus(root, 8)
+    ports = [_free_port() for _ in RUNS]
+    spawn(_replica, (2, ports, str(root)), nprocs=2, join=True)
+    out = {}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    for name, batch_size, steps in RUNS:
+        replicas = [torch.load(root / name / f"rank{r}.pt") for r in range(2)]
+        single = Trainer(
+            MODEL,
+            _ddp_config(steps),
+            BatchConfig(batch_size=batch_size),
+            utts,
+            [],
+            root / f"{name}-single",
+        )
+        initial = parameters(single)
+        single.fit()
+        trained = parameters(single)
+        assert any(  # the comparison below is not vacuous: training moved the weights
+            (trained[k] - initial[k]).abs().max() > 1e-4 for k in trained if "weight" in k
+        )
+        out[name] = (replicas, trained)
+    torch.set_num_threads(threads)
+    return out
+
+
+def assert_close(a: Params, b: Params, atol: float) -> None:
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], atol=atol, rtol=0, msg=name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", ["even", "uneven"])
+def test_two_gloo_replicas_stay_identical_and_match_one_process(
+    data_parallel: dict[str, tuple[list[Params], Params]], run: str
+) -> None:
+    replicas, single = data_parallel[run]
+    for name in replicas[0]:
+        assert torch.equal(replicas[0][name], replicas[1][name]), name
+    assert_close(single, replicas[0], atol=1e-5)
