@@ -1,14 +1,17 @@
 # The two front-door commands: `make serve` and `make test`. Both set everything up first
 # (Debian packages, .venv with torch pinned, the project) through scripts/setup.sh.
-.PHONY: setup serve test lint typecheck pytest bench-model
+.PHONY: setup setup-test serve test lint typecheck pytest bench-model
 
 setup:
 	@bash scripts/setup.sh
 
+setup-test:
+	@bash scripts/setup.sh --test
+
 serve: setup
 	.venv/bin/harken serve $(ARGS)
 
-test: setup
+test: setup-test
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy models decoder server

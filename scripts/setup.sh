@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # One-shot, idempotent set-up: Debian packages, .venv, torch (pinned, first), the rest.
 # Re-running is cheap: each step is skipped when its stamp is newer than its inputs.
+# Usage: setup.sh [--test]   (--test adds what only the tests need: Debian's chromium)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAMP=.venv/.harken-stamps
 APT_PKGS=(espeak-ng flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts fortunes fortunes-min ffmpeg
           cmake libboost-program-options-dev libboost-system-dev libboost-thread-dev libboost-test-dev
           zlib1g-dev libbz2-dev liblzma-dev libsndfile1)
+[ "${1:-}" = "--test" ] && APT_PKGS+=(chromium)  # the browser page test
 
 need_apt=()
 for p in "${APT_PKGS[@]}"; do

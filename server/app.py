@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from server import rest, ws_stream, ws_vosk
+from server import page, rest, ws_stream, ws_vosk
 from server.config import ServerConfig
 from server.engine import running_engine
 from server.errors import BadConfig, SessionError
@@ -29,6 +29,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.include_router(ws_stream.router)
     app.include_router(ws_vosk.router)
     app.include_router(rest.router)
+    app.include_router(page.build_router())
     _add_probes(app)
     _add_error_handlers(app)
     app.middleware("http")(_upload_limit)

@@ -1,0 +1,96 @@
+// The demo page: microphone -> AudioWorklet -> 16-bit PCM at the device's rate -> /v1/stream.
+// The server resamples, so the page sends the rate the browser captures at. Query options:
+// ?token=T for a server with bearer tokens, ?autostart=1&seconds=S to record S seconds on
+// load (what the headless browser test does).
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+let session = null;
+
+function setStatus(text, isError = false) {
+  $("status").textContent = text;
+  $("status").className = isError ? "error" : "";
+}
+
+function toPcm16(block) {
+  const out = new Int16Array(block.length);
+  for (let i = 0; i < block.length; i++) {
+    const s = Math.max(-1, Math.min(1, block[i]));
+    out[i] = s < 0 ? s * 0x8000 : s * 0x7fff;
+  }
+  return out.buffer;
+}
+
+function streamUrl() {
+  const url = new URL("/v1/stream", location.href);
+  url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
+  if (params.get("token")) url.searchParams.set("token", params.get("token"));
+  return url.href;
+}
+
+function onMessage(event) {
+  const msg = JSON.parse(event.data);
+  if (msg.type === "partial") {
+    $("partial").textContent = msg.text;
+  } else if (msg.type === "final") {
+    $("final").textContent = ($("final").textContent + " " + msg.text).trim();
+    $("partial").textContent = "";
+  } else if (msg.type === "error") {
+    setStatus(`error: ${msg.message}`, true);
+  }
+}
+
+async function start() {
+  const media = await navigator.mediaDevices.getUserMedia({
+    audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false },
+  });
+  const context = new AudioContext();
+  await context.audioWorklet.addModule("/static/pcm-worklet.js");
+  const source = context.createMediaStreamSource(media);
+  const tap = new AudioWorkletNode(context, "pcm-tap");
+  const ws = new WebSocket(streamUrl());
+  ws.binaryType = "arraybuffer";
+  ws.onmessage = onMessage;
+  const current = { media, context, ws, tap };
+  ws.onclose = (e) => {
+    setStatus(e.code === 1000 ? "done" : `closed (${e.code}${e.reason ? ": " + e.reason : ""})`, e.code !== 1000);
+    document.body.dataset.state = "closed";
+    stopCapture(current);
+    if (session === current) {
+      session = null;
+      $("toggle").textContent = "Start";
+    }
+  };
+  ws.onopen = () => {
+    ws.send(JSON.stringify({ type: "config", sample_rate: context.sampleRate, encoding: "pcm_s16le" }));
+    tap.port.onmessage = (e) => ws.readyState === WebSocket.OPEN && ws.send(toPcm16(e.data));
+    source.connect(tap);
+    setStatus(`listening at ${context.sampleRate} Hz`);
+    document.body.dataset.state = "listening";
+  };
+  session = current;
+  $("toggle").textContent = "Stop";
+}
+
+function stopCapture(s) {
+  s.tap.port.onmessage = null;
+  s.media.getTracks().forEach((t) => t.stop());
+  if (s.context.state !== "closed") s.context.close();
+}
+
+function stop() {
+  if (!session) return;
+  stopCapture(session);
+  if (session.ws.readyState === WebSocket.OPEN) session.ws.send(JSON.stringify({ type: "eos" }));
+  setStatus("finishing");
+  session = null;
+  $("toggle").textContent = "Start";
+}
+
+$("toggle").onclick = () => (session ? stop() : start().catch((e) => setStatus(String(e), true)));
+
+if (params.get("autostart")) {
+  start()
+    .then(() => setTimeout(stop, 1000 * Number(params.get("seconds") || 5)))
+    .catch((e) => setStatus(String(e), true));
+}
