@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tune-lm": ("server.cli_tune", "search LM weight and insertion bonus on a dev manifest"),
     "bench-decoder": ("server.cli_bench_decoder", "compare decoders on a manifest"),
     "bench-model": ("models.bench", "streaming step latency per batch size and precision"),
+    "bench-workers": ("server.bench_workers", "decoder workers as threads vs processes"),
     "loadtest": ("loadtest.run", "latency load test against a running server"),
 }
 

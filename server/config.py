@@ -36,6 +36,7 @@ class ServerConfig:
     max_streams: int = 64  # concurrent streams (WebSocket + REST); more get 1013 / 503
     chunk_ms: int = 160  # audio per model step for a live stream (a multiple of the hop)
     max_chunk_ms: int = 2560  # most audio one stream sends through one step (backlog, files)
+    vosk_endpoint_ms: int = 800  # /vosk: trailing silence that ends a result (0: only at eof)
     decoder_workers: int = 2  # decoder threads; one stream always on the same one
     decoder: str = "beam"  # beam (with the bundle's LM when it has one) | greedy
     beam_size: int = 0  # beam width; 0 keeps the bundle's tuned decoder.json value

@@ -41,6 +41,7 @@ async def running_engine(
             chunk_frames=frames(model, config.chunk_ms),
             max_chunk_frames=frames(model, config.max_chunk_ms),
             max_samples=int(config.max_stream_s * model.features.sample_rate),
+            frame_seconds=model.frame_seconds,
         )
     finally:
         await dispatcher.stop()

@@ -42,6 +42,8 @@ class StreamConfig(BaseModel):
     hotwords: Annotated[
         list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=100)
     ] = []
+    # trailing silence that ends a segment with a final (several finals per stream); 0: off
+    endpoint_ms: Annotated[int, Field(ge=0, le=10000)] = 0
 
 
 class EndOfStream(BaseModel):
@@ -76,7 +78,8 @@ class Final(BaseModel):
     text: str
     words: list[Word]
     alternatives: list[Alternative]  # the n-best after the first, best first
-    duration: float  # seconds of audio in the stream
+    start: float = 0.0  # where this final's segment starts (after an endpoint), in seconds
+    duration: float  # seconds of audio in the stream so far
 
 
 class Error(BaseModel):

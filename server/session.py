@@ -1,10 +1,15 @@
-"""One stream's life: audio in, features, Batch Dispatch, decoder, partials and a final.
+"""One stream's life: audio in, features, Batch Dispatch, decoder, partials and finals.
 
     NEW --start--> STREAMING --feed*--> STREAMING --finish--> DONE
       any state --close / error--> CLOSED (frees the dispatcher stream and decoder state)
 
 Transports (`/v1/stream`, `/vosk`, REST) drive a session and turn its typed errors into
 their own wire format; the session knows nothing of sockets or HTTP.
+
+Endpointing (optional): when the model's best symbol has been the blank for `endpoint_ms`
+after some speech, the segment ends: its decoder stream is finalised into a Final and a new
+one starts. The acoustic model runs on without a break, so the audio of the next segment
+sees the same recurrent state it would have seen without the endpoint.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ class Options:
     n_best: int = 1
     word_timestamps: bool = True
     hotwords: tuple[str, ...] = ()
+    endpoint_ms: int = 0  # trailing silence (blank frames) that ends a segment; 0: never
 
 
 @dataclass
@@ -69,12 +75,36 @@ class Engine:
     chunk_frames: int  # frames per live step: a multiple of the model's time stride
     max_chunk_frames: int  # most frames in one step when audio is backlogged
     max_samples: int  # longest stream, in 16 kHz samples
+    frame_seconds: float  # seconds per model output frame (hop x time stride)
 
 
 @dataclass
 class _Timing:
     busy: float = 0.0  # seconds spent waiting for the model and decoder
     samples: int = 0  # client samples received, at the client's rate
+
+
+@dataclass
+class _Segment:
+    """The part of the stream since the last endpoint, in model output frames."""
+
+    start_s: float = 0.0  # where it starts in the stream
+    frames: int = 0  # output frames given to its decoder stream
+    silence: int = 0  # trailing frames whose most probable symbol is the blank
+    spoke: bool = False  # some frame's most probable symbol was not the blank
+
+    def observe(self, log_probs: F32) -> None:
+        """Account for the next output frames [t, V] (blank at index 0)."""
+        speech = np.flatnonzero(log_probs.argmax(axis=1) != 0)
+        if len(speech):
+            self.spoke = True
+            self.silence = len(log_probs) - 1 - int(speech[-1])
+        else:
+            self.silence += len(log_probs)
+        self.frames += len(log_probs)
+
+
+Update = Partial | Final  # what a session hands its transport while audio comes in
 
 
 @dataclass
@@ -90,6 +120,7 @@ class Session:
     _frames: F32 = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     _decoding: list[asyncio.Future[None]] = field(default_factory=list)
     _last_text: str = ""
+    _segment: _Segment = field(default_factory=_Segment)
 
     async def start(self) -> None:
         """Open the dispatcher stream and the decoder stream."""
@@ -100,19 +131,26 @@ class Session:
         self._resampler = Resampler(self.options.sample_rate, engine.features.sample_rate)
         self._featurizer = StreamingFeaturizer(engine.features)
         self._frames = np.zeros((0, engine.features.n_bins), np.float32)
-        hotwords = tuple(h.lower() for h in self.options.hotwords)
         try:
-            self._decoder = await engine.pool.submit(self.stream, engine.decoder.start, hotwords)
+            self._decoder = await self._new_decoder()
         except ValueError as e:  # the decoder validates hotwords against its alphabet
             raise BadConfig(f"hotwords: {e}") from None
 
-    async def feed(self, samples: F32) -> Partial | None:
-        """Take client-rate samples; run every full chunk; a partial if the text changed."""
+    async def _new_decoder(self) -> DecoderStream:
+        hotwords = tuple(h.lower() for h in self.options.hotwords)
+        return await self.engine.pool.submit(self.stream, self.engine.decoder.start, hotwords)
+
+    async def feed(self, samples: F32) -> list[Update]:
+        """Take client-rate samples and run every full chunk. Returns, in order, a Final for
+        each segment that ended (with endpointing on), then a Partial if the text changed."""
         self._expect(State.STREAMING, "send audio")
         self._count(len(samples))
         self._add_frames(samples, last=False)
-        stepped = await self._run_full_chunks()
-        return await self._partial() if stepped and self.options.partials else None
+        updates: list[Update] = []
+        stepped = await self._run_full_chunks(updates)
+        if stepped and self.options.partials and (partial := await self._partial()):
+            updates.append(partial)
+        return updates
 
     async def finish(self) -> Final:
         """End of stream: flush the model and the decoder, return the final result."""
@@ -122,12 +160,26 @@ class Session:
                 "the stream ended without any audio; send binary audio frames before eos"
             )
         self._add_frames(np.zeros(0, np.float32), last=True)
-        await self._run_full_chunks()
+        await self._run_full_chunks(None)
         tail, self._frames = self._frames, self._frames[:0]
         await self._step(tail, last=True)
         hypotheses = await self._decode(self._require_decoder().finalize)
         self.state = State.DONE
         return self._final(hypotheses)
+
+    async def _end_segment(self) -> Final:
+        """Endpoint: finalise this segment's decoder stream and start the next one."""
+        hypotheses = await self._decode(self._require_decoder().finalize)
+        final = self._final(hypotheses)
+        seg = self._segment
+        self._segment = _Segment(start_s=seg.start_s + seg.frames * self.engine.frame_seconds)
+        self._decoder = await self._new_decoder()
+        self._last_text = ""
+        return final
+
+    def _at_endpoint(self) -> bool:
+        seg, ms = self._segment, self.options.endpoint_ms
+        return ms > 0 and seg.spoke and seg.silence * self.engine.frame_seconds * 1000 >= ms
 
     def close(self) -> None:
         """Free everything the stream holds; safe in any state, and more than once."""
@@ -164,14 +216,17 @@ class Session:
         if len(frames):
             self._frames = np.concatenate([self._frames, frames])
 
-    async def _run_full_chunks(self) -> bool:
-        """Send whole chunks, a backlog in steps of up to `max_chunk_frames`."""
+    async def _run_full_chunks(self, finals: list[Update] | None) -> bool:
+        """Send whole chunks, a backlog in steps of up to `max_chunk_frames`; with a list
+        for `finals`, end a segment where an endpoint is reached and add its Final."""
         chunk, stepped = self.engine.chunk_frames, False
         while len(self._frames) >= chunk:
             n = min(len(self._frames) // chunk * chunk, self.engine.max_chunk_frames)
             frames, self._frames = self._frames[:n], self._frames[n:]
             await self._step(frames, last=False)
             stepped = True
+            if finals is not None and self._at_endpoint():
+                finals.append(await self._end_segment())
         return stepped
 
     async def _step(self, frames: F32, last: bool) -> None:
@@ -186,6 +241,7 @@ class Session:
             raise ModelFailed(f"the model failed on this stream's batch: {e}") from e
         finally:
             self.timing.busy += time.perf_counter() - began
+        self._segment.observe(log_probs)
         advance = self._require_decoder().advance
         self._decoding.append(self.engine.pool.submit(self.stream, advance, log_probs))
 
@@ -218,7 +274,8 @@ class Session:
 
     def _final(self, hypotheses: Sequence[HypothesisLike]) -> Final:
         best = hypotheses[0] if hypotheses else None
-        words = [] if best is None or not self.options.word_timestamps else _words(best)
+        start = self._segment.start_s
+        words = [] if best is None or not self.options.word_timestamps else _words(best, start)
         alternatives = [
             Alternative(text=h.text, score=h.score) for h in hypotheses[1 : self.options.n_best]
         ]
@@ -226,6 +283,7 @@ class Session:
             text=best.text if best else "",
             words=words,
             alternatives=alternatives,
+            start=round(start, 3),
             duration=self.duration,
         )
 
@@ -254,11 +312,17 @@ async def transcribe(engine: Engine, audio: F32) -> tuple[Session, Final]:
         session.close()
 
 
-def _words(hyp: HypothesisLike) -> list[Word]:
+def _words(hyp: HypothesisLike, offset: float) -> list[Word]:
+    """The hypothesis' words, timed from the start of the stream (`offset`: its segment's)."""
     return [
-        Word(word=w.word, start=round(w.start, 3), end=round(w.end, 3), conf=round(w.conf, 3))
+        Word(
+            word=w.word,
+            start=round(offset + w.start, 3),
+            end=round(offset + w.end, 3),
+            conf=round(w.conf, 3),
+        )
         for w in hyp.words
     ]
 
 
-__all__ = ["Engine", "Options", "Session", "SessionError", "State", "transcribe"]
+__all__ = ["Engine", "Options", "Session", "SessionError", "State", "Update", "transcribe"]

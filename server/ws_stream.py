@@ -55,9 +55,8 @@ async def _serve(ws: WebSocket, res: Resources) -> None:
         while True:
             message = await receive(ws, res.config.idle_timeout_s)
             if isinstance(message, bytes):
-                partial = await session.feed(audio_frame(message, config.encoding))
-                if partial is not None:
-                    await ws.send_json(partial.model_dump())
+                for update in await session.feed(audio_frame(message, config.encoding)):
+                    await ws.send_json(update.model_dump())
                 continue
             _eos(message)
             eos_at = time.perf_counter()
@@ -101,4 +100,5 @@ def _options(config: StreamConfig) -> Options:
         n_best=config.n_best,
         word_timestamps=config.word_timestamps,
         hotwords=tuple(config.hotwords),
+        endpoint_ms=config.endpoint_ms,
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -15,9 +17,11 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import soundfile as sf
+import soxr
 import torch
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import ClientConnection
+from websockets.sync.client import ClientConnection, connect
 
 from models.bundle import load_bundle
 from models.features import featurize
@@ -99,6 +103,15 @@ def reference_text(bundle: Path, audio16k: F32) -> str:
     return stream.finalize()[0].text
 
 
+def speak(text: str, voice: str = "en-us") -> F32:
+    """`text` read by espeak-ng, as 16 kHz float32."""
+    with tempfile.TemporaryDirectory() as tmp:
+        wav = Path(tmp) / "speech.wav"
+        subprocess.run(["espeak-ng", "-v", voice, "-w", str(wav), text], check=True)
+        audio, rate = sf.read(wav, dtype="float32")
+    return np.asarray(soxr.resample(audio, rate, 16000), np.float32)
+
+
 AUDIO_PCM = pcm16(make_audio(1.5))  # the test utterance as a client sends it
 
 
@@ -108,6 +121,20 @@ def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "condition not reached in time"
         time.sleep(0.01)
+
+
+def vosk_session(url: str, audio: bytes, frame: int = 8000) -> list[Any]:
+    """A Vosk client's exchange: config, frames each answered by one reply, then eof and
+    its reply; every reply, in order."""
+    with connect(f"{url}/vosk") as ws:
+        ws.send('{ "config" : { "sample_rate" : 16000 } }')
+        replies = []
+        for i in range(0, len(audio), frame):
+            ws.send(audio[i : i + frame])
+            replies.append(json.loads(ws.recv()))
+        ws.send('{"eof" : 1}')
+        replies.append(json.loads(ws.recv()))
+    return replies
 
 
 def receive_all(ws: ClientConnection) -> list[Any]:

@@ -18,7 +18,14 @@ from decoder.lm import KenLM
 from models.bundle import load_bundle
 from server.config import ServerConfig
 from server.decoding import build_decoder
-from tests.server.serving import AUDIO_PCM, Running, make_audio, reference_text, running
+from tests.server.serving import (
+    AUDIO_PCM,
+    Running,
+    make_audio,
+    reference_text,
+    running,
+    vosk_session,
+)
 
 FRAME = 3200  # bytes: 100 ms of 16 kHz PCM16
 
@@ -128,14 +135,7 @@ def test_rest_text_and_vtt_formats(server: Running, expected: str, tmp_path: Pat
 
 
 def test_vosk_client_protocol(server: Running, expected: str) -> None:
-    with connect(f"{server.ws}/vosk") as ws:
-        ws.send('{ "config" : { "sample_rate" : 16000 } }')
-        replies = []
-        for i in range(0, len(AUDIO_PCM), 8000):
-            ws.send(AUDIO_PCM[i : i + 8000])
-            replies.append(json.loads(ws.recv()))
-        ws.send('{"eof" : 1}')
-        result = json.loads(ws.recv())
+    *replies, result = vosk_session(server.ws, AUDIO_PCM)
     assert len(replies) == -(-len(AUDIO_PCM) // 8000) and all("partial" in r for r in replies)
     assert result["text"] == expected
     assert [w["word"] for w in result["result"]] == expected.split()
