@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -95,7 +96,9 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"Model: {meta['model']}; {meta['train_utterances']} training utterances "
         f"({meta['train_hours']} h), {meta['dev_utterances']} dev utterances (held-out voices); "
         f"batch {meta['batch_size']}, {meta['budget_s']} s of training each, fp32 on "
-        f"{meta['threads']} CPU threads. No SortaGrad, so that only the strategy differs.",
+        f"{meta['threads']} CPU threads. No SortaGrad, so that only the strategy differs. "
+        f"Load average before / after (1, 5, 15 min): {meta.get('load_average_before_after')}; "
+        "every strategy ran under the same background load, one after another.",
         "",
         "| strategy | padding ratio | audio s/s | steps | epochs | dev CER | dev WER |",
         "| --- | --- | --- | --- | --- | --- | --- |",
@@ -120,7 +123,11 @@ def main() -> int:
     p.add_argument("--bins", type=int, default=16)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--strategies", default=",".join(STRATEGIES))
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()
     train = subset(read_manifest(args.train, check_audio=True), args.hours, seed=0)
     dev = read_manifest(args.dev, check_audio=True)[: args.dev_utterances]
     results = []
@@ -135,6 +142,7 @@ def main() -> int:
         "batch_size": args.batch_size,
         "budget_s": args.budget_s,
         "threads": torch.get_num_threads(),
+        "load_average_before_after": [round(x, 2) for x in (*load_before, *os.getloadavg())],
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -243,7 +243,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--manifest", type=Path, required=True, help="JSON Lines manifest to score")
     p.add_argument("--beam", action="store_true", help="also the beam search with the bundle's LM")
     p.add_argument("--beam-width", type=int, default=0, help="override decoder.json's beam width")
-    p.add_argument("--out", type=Path, help="write the report as JSON here (.md: as Markdown)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="report as JSON here and Markdown beside (a .md path: Markdown only)",
+    )
     p.add_argument("--limit", type=int, default=0, help="first N utterances only (0: all)")
     p.add_argument("--worst", type=int, default=10, help="worst utterances to list")
     p.add_argument("--batch-size", type=int, default=32, help="utterances per forward batch")
@@ -269,6 +273,7 @@ def main(args: argparse.Namespace) -> int:
     print(text)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        body = text if args.out.suffix == ".md" else json.dumps(report, indent=1) + "\n"
-        args.out.write_text(body)
+        if args.out.suffix != ".md":
+            args.out.write_text(json.dumps(report, indent=1) + "\n")
+        args.out.with_suffix(".md").write_text(text)
     return 0

@@ -38,6 +38,7 @@ class ServerConfig:
     max_chunk_ms: int = 2560  # most audio one stream sends through one step (backlog, files)
     vosk_endpoint_ms: int = 800  # /vosk: trailing silence that ends a result (0: only at eof)
     decoder_workers: int = 2  # decoder threads; one stream always on the same one
+    torch_threads: int = 0  # intra-op threads of the model step; 0 keeps torch's default
     decoder: str = "beam"  # beam (with the bundle's LM when it has one) | greedy
     beam_size: int = 0  # beam width; 0 keeps the bundle's tuned decoder.json value
     max_upload_mb: float = 25.0  # REST upload limit (OpenAI's is 25 MB); larger gets 413
@@ -66,6 +67,7 @@ class ServerConfig:
         )
         for name in ("max_upload_mb", "max_stream_s", "idle_timeout_s"):
             _check(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
+        _check(self.torch_threads >= 0, f"torch_threads must be >= 0, got {self.torch_threads}")
         _check(self.max_delay_ms >= 0, f"max_delay_ms must be >= 0, got {self.max_delay_ms}")
         _check(self.shutdown_grace_s >= 0, "shutdown_grace_s must be >= 0")
 

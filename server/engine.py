@@ -10,6 +10,8 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import torch
+
 from models.config import ModelConfig
 from server.config import ServerConfig
 from server.decoding import DecoderPool, build_decoder
@@ -23,6 +25,8 @@ async def running_engine(
     config: ServerConfig, observer: DispatchObserver | None = None
 ) -> AsyncIterator[Engine]:
     """Load the bundle (off the event loop), start the dispatcher; stop and free on exit."""
+    if config.torch_threads:
+        torch.set_num_threads(config.torch_threads)  # process-wide, as torch allows
     runner = await asyncio.to_thread(
         ModelRunner.from_bundle, config.bundle, config.device, config.dtype
     )

@@ -62,6 +62,7 @@ def test_report_has_greedy_and_beam_per_voice_and_overall(
     args.out, args.worst, args.batch_size = out, 3, 2
     assert cli_eval.main(args) == 0
     report = json.loads(out.read_text())
+    assert "| **overall** | 5 |" in out.with_suffix(".md").read_text()
     assert report["utterances"] == 5 and report["audio_seconds"] > 0
     assert set(report["timing"]) == {"forward_s", "greedy_decode_s", "beam_decode_s"}
     assert list(report["decoders"]) == ["greedy", "beam"]

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# How models/default was made: the corpus, the training run, the LM, tuning, evaluation and
+# the card. Each step is the public command a user would run; long steps resume.
+#   bash scripts/make_default.sh corpus   # ~2 min on 2 cores
+#   bash scripts/make_default.sh train    # the time budget below, in the background is wise
+#   bash scripts/make_default.sh finish   # bundle, LM, alpha/beta, dev/test eval, CARD.md
+set -euo pipefail
+cd "$(dirname "$0")/.."
+H=.venv/bin/harken
+RUN=runs/default
+B=models/default
+R=models/results
+case "${1:-}" in
+  corpus)
+    $H synth --out data/corpus --workers "$(nproc)"
+    ;;
+  train)
+    $H train --train data/corpus/train.jsonl --dev data/corpus/dev.jsonl --out $RUN \
+      --device cpu --precision fp32 --conv-type 1d --conv-channels 256 --rnn-layers 3 \
+      --rnn-hidden 384 --row-conv-tau 10 --batch-size 32 --lr 1.5e-3 --warmup-steps 300 \
+      --epochs 100 --time-budget-s "${BUDGET_S:-6600}" --workers 1 --checkpoint-every 200 \
+      --strategy alternated
+    ;;
+  finish)
+    cp $RUN/bundle/model.safetensors $RUN/bundle/config.json $B/
+    [ -f $B/lm.binary ] || $H build-lm --text data/corpus/lm_text.txt --order 4 \
+      --prune 0 0 1 --quantize 8 --out $B
+    $H tune-lm --bundle $B --manifest data/corpus/dev.jsonl --trials 40 | tail -3
+    for split in dev test; do
+      $H eval --bundle $B --manifest data/corpus/$split.jsonl --beam --out $R/default_eval_$split.json
+    done
+    .venv/bin/python -m models.card --bundle $B --corpus-stats data/corpus/stats.json \
+      --eval dev=$R/default_eval_dev.json --eval test=$R/default_eval_test.json
+    ;;
+  *)
+    echo "usage: $0 corpus|train|finish" >&2; exit 2
+    ;;
+esac
