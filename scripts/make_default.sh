@@ -17,7 +17,7 @@ case "${1:-}" in
   train)
     $H train --train data/corpus/train.jsonl --dev data/corpus/dev.jsonl --out $RUN \
       --device cpu --precision fp32 --conv-type 1d --conv-channels 256 --rnn-layers 3 \
-      --rnn-hidden 384 --row-conv-tau 10 --batch-size 32 --lr 1.5e-3 --warmup-steps 300 \
+      --rnn-hidden 384 --row-conv-tau 10 --batch-size "${BATCH:-16}" --lr 1.5e-3 --warmup-steps 300 \
       --epochs 100 --time-budget-s "${BUDGET_S:-6600}" --workers 1 --checkpoint-every 200 \
       --strategy alternated
     ;;
