@@ -29,8 +29,12 @@ case "${1:-}" in
     for split in dev test; do
       $H eval --bundle $B --manifest data/corpus/$split.jsonl --beam --out $R/default_eval_$split.json
     done
+    # the same model on voices it trained on (first 200 training utterances): the gap to
+    # dev/test is how far held-out voices are from the training voices
+    $H eval --bundle $B --manifest data/corpus/train.jsonl --limit 200 --out $R/default_eval_train200.json
     .venv/bin/python -m models.card --bundle $B --corpus-stats data/corpus/stats.json \
-      --eval dev=$R/default_eval_dev.json --eval test=$R/default_eval_test.json
+      --eval dev=$R/default_eval_dev.json --eval test=$R/default_eval_test.json \
+      --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json"
     ;;
   *)
     echo "usage: $0 corpus|train|finish" >&2; exit 2
