@@ -37,7 +37,8 @@ class ServerConfig:
     chunk_ms: int = 160  # audio per model step for a live stream (a multiple of the hop)
     max_chunk_ms: int = 2560  # most audio one stream sends through one step (backlog, files)
     vosk_endpoint_ms: int = 800  # /vosk: trailing silence that ends a result (0: only at eof)
-    decoder_workers: int = 2  # decoder threads; one stream always on the same one
+    decoder_workers: int = 2  # decoder workers; one stream always on the same one
+    decoder_processes: bool = True  # each worker decodes in its own process (no GIL contention)
     torch_threads: int = 0  # intra-op threads of the model step; 0 keeps torch's default
     decoder: str = "beam"  # beam (with the bundle's LM when it has one) | greedy
     beam_size: int = 0  # beam width; 0 keeps the bundle's tuned decoder.json value
@@ -94,7 +95,7 @@ _FLAGS = [f for f in dataclasses.fields(ServerConfig) if f.name != "auth_tokens"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One `--flag` per field (default: from the environment, else the field default)."""
     for f in _FLAGS:
-        kind = type(f.default)
+        kind: Any = _to_bool if isinstance(f.default, bool) else type(f.default)
         choices = {"device": DEVICES, "dtype": DTYPES, "policy": POLICIES, "decoder": DECODERS}.get(
             f.name
         )
@@ -125,9 +126,19 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
     return ServerConfig(**values)
 
 
+def _to_bool(raw: object) -> bool:
+    """true/false, yes/no, on/off, 1/0 (plain bool() would take "false" as True)."""
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {raw!r}")
+
+
 def _parse(name: str, kind: type, raw: object) -> object:
     try:
-        return kind(raw)
+        return _to_bool(raw) if kind is bool else kind(raw)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a {kind.__name__}, got {raw!r}") from None
 

@@ -14,7 +14,8 @@ import torch
 
 from models.config import ModelConfig
 from server.config import ServerConfig
-from server.decoding import DecoderPool, build_decoder
+from server.decoder_procs import ProcessDecoder
+from server.decoding import Decoder, DecoderPool, build_decoder
 from server.dispatch import BatchDispatcher, DispatchObserver
 from server.runner import F32, Chunk, ModelRunner
 from server.session import Engine
@@ -35,7 +36,18 @@ async def running_engine(
     pool = DecoderPool(config.decoder_workers)
     try:
         model = runner.model.config
-        decoder = build_decoder(config.bundle, model, config.decoder, config.beam_size)
+        decoder: Decoder = (
+            await asyncio.to_thread(
+                ProcessDecoder,
+                config.bundle,
+                model,
+                config.decoder,
+                config.beam_size,
+                config.decoder_workers,
+            )
+            if config.decoder_processes
+            else build_decoder(config.bundle, model, config.decoder, config.beam_size)
+        )
         dispatcher.start()
         yield Engine(
             dispatcher=dispatcher,
@@ -50,6 +62,8 @@ async def running_engine(
     finally:
         await dispatcher.stop()
         pool.close()
+        if isinstance(decoder, ProcessDecoder):
+            decoder.close()
         runner.close()
 
 

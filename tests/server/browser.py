@@ -67,7 +67,8 @@ def open_page(url: str, microphone: Path) -> Iterator[Page]:
     """Chromium on `url`, hearing `microphone` (a WAV file, played once) as its microphone."""
     exe = chromium()
     assert exe, "Debian's chromium is needed: run `bash scripts/setup.sh --test`"
-    with tempfile.TemporaryDirectory() as profile:
+    # chromium helper processes can outlive the browser and still write to the profile
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         args = [exe, *FLAGS, f"--user-data-dir={profile}"]
         args.append(f"--use-file-for-fake-audio-capture={microphone}%noloop")
         proc = subprocess.Popen([*args, url], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -1,0 +1,164 @@
+"""Decoders in child processes, one per decoder worker.
+
+The beam search is numpy-call-bound and holds the GIL for most of its time, so two decoder
+threads decode slower than one (server/results/workers.md: 67 against 101 audio s/s),
+while two processes decode in parallel (161). The DecoderPool's threads keep their role
+(stream affinity and ordering); each thread is bound to its own child process on first use
+and blocks on that child's pipe, which releases the GIL. A stream's decoder state lives in
+its child, keyed by a stream id; the parent holds a small proxy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import multiprocessing
+import threading
+import weakref
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from models.config import ModelConfig
+from server.decoding import DecoderStream, HypothesisLike, build_decoder
+
+F32 = npt.NDArray[np.float32]
+
+
+class DecoderProcessError(RuntimeError):
+    """The child process failed or is gone."""
+
+
+def _serve(conn: Connection, bundle: str, model: dict[str, Any], kind: str, beam: int) -> None:
+    """The child's loop: one decoder, its streams by id, one request at a time."""
+    decoder = build_decoder(bundle, ModelConfig.from_dict(model), kind, beam)
+    streams: dict[int, DecoderStream] = {}
+    conn.send((True, None))  # ready
+    while True:
+        try:
+            op, sid, args = conn.recv()
+        except (EOFError, OSError):
+            return
+        if op == "close":  # no reply: sent by garbage collection of a proxy
+            streams.pop(sid, None)
+            continue
+        try:
+            if op == "start":
+                streams[sid] = decoder.start(*args)
+                value: Any = None
+            elif op == "finalize":
+                value = list(streams.pop(sid).finalize())
+            else:
+                value = getattr(streams[sid], op)(*args)
+            conn.send((True, value))
+        except Exception as e:  # the parent re-raises it for this stream only
+            conn.send((False, (type(e).__name__, str(e))))
+
+
+class _Child:
+    """One child process and its pipe; calls are serialised by a lock."""
+
+    def __init__(self, bundle: str, model: ModelConfig, kind: str, beam: int) -> None:
+        ctx = multiprocessing.get_context("spawn")  # never fork a process running threads
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(
+            target=_serve, args=(child, bundle, model.to_dict(), kind, beam), daemon=True
+        )
+        self._proc.start()
+        child.close()
+        self._lock = threading.Lock()
+        self._ids = itertools.count()
+
+    def wait_ready(self, timeout_s: float = 120.0) -> None:
+        """Wait until the child has built its decoder (imports, LM load)."""
+        if not self._conn.poll(timeout_s):
+            raise DecoderProcessError(f"the decoder process did not start in {timeout_s:g} s")
+        try:
+            self._conn.recv()
+        except (EOFError, OSError) as e:
+            raise DecoderProcessError(f"the decoder process failed to start ({e})") from None
+
+    def call(self, op: str, sid: int, *args: Any) -> Any:
+        with self._lock:
+            try:
+                self._conn.send((op, sid, args))
+                ok, value = self._conn.recv()
+            except (EOFError, OSError) as e:
+                raise DecoderProcessError(f"the decoder process is gone ({e})") from None
+        if not ok:
+            name, message = value
+            raise (ValueError if name == "ValueError" else DecoderProcessError)(message)
+        return value
+
+    def close_stream(self, sid: int) -> None:
+        # if the child is gone, the stream went with it
+        with self._lock, contextlib.suppress(OSError, ValueError):
+            self._conn.send(("close", sid, ()))
+
+    def new_id(self) -> int:
+        return next(self._ids)
+
+    def close(self) -> None:
+        self._conn.close()
+        self._proc.join(timeout=2.0)
+        if self._proc.is_alive():
+            self._proc.terminate()
+            self._proc.join(timeout=2.0)
+
+
+class _RemoteStream:
+    """A DecoderStream whose state lives in a child process."""
+
+    def __init__(self, child: _Child, hotwords: Sequence[str]) -> None:
+        self._child, self._sid = child, child.new_id()
+        child.call("start", self._sid, tuple(hotwords))
+        self._closer = weakref.finalize(self, child.close_stream, self._sid)
+
+    def advance(self, log_probs: F32) -> None:
+        self._child.call("advance", self._sid, log_probs)
+
+    def partial(self) -> HypothesisLike:
+        result: HypothesisLike = self._child.call("partial", self._sid)
+        return result
+
+    def finalize(self) -> Sequence[HypothesisLike]:
+        self._closer.detach()  # the child drops the stream itself
+        result: Sequence[HypothesisLike] = self._child.call("finalize", self._sid)
+        return result
+
+
+class ProcessDecoder:
+    """A Decoder whose streams run in `workers` child processes: the calling thread is bound
+    to a child the first time it starts a stream, so each DecoderPool thread has its own."""
+
+    def __init__(
+        self, bundle: str | Path, model: ModelConfig, kind: str, beam: int, workers: int
+    ) -> None:
+        build_decoder(bundle, model, kind, beam)  # fail here, clearly, on a bad bundle
+        self._children = [_Child(str(bundle), model, kind, beam) for _ in range(workers)]
+        try:
+            for child in self._children:
+                child.wait_ready()
+        except DecoderProcessError:
+            self.close()
+            raise
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._next = 0
+
+    def start(self, hotwords: Sequence[str] = ()) -> DecoderStream:
+        child = getattr(self._local, "child", None)
+        if child is None:
+            with self._lock:
+                child = self._children[self._next % len(self._children)]
+                self._next += 1
+            self._local.child = child
+        return _RemoteStream(child, hotwords)
+
+    def close(self) -> None:
+        for child in self._children:
+            child.close()

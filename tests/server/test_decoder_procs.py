@@ -1,0 +1,80 @@
+"""Decoders in worker processes give exactly the in-process results; a bad request fails
+only its own stream; a dead process fails its streams with a clear error."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from models.config import ModelConfig
+from server.config import DEFAULT_BUNDLE
+from server.decoder_procs import DecoderProcessError, ProcessDecoder
+from server.decoding import build_decoder
+
+F32 = npt.NDArray[np.float32]
+MODEL = ModelConfig(conv_type="1d")
+
+
+def _log_probs(seed: int, frames: int = 120) -> F32:
+    logits = np.random.default_rng(seed).normal(0.0, 3.0, (frames, MODEL.vocab_size))
+    logits[:, 0] += 3.0  # blank-heavy, as CTC outputs are
+    out: F32 = (logits - np.logaddexp.reduce(logits, axis=1, keepdims=True)).astype(np.float32)
+    return out
+
+
+@pytest.fixture(scope="module")
+def procs() -> Iterator[ProcessDecoder]:
+    decoder = ProcessDecoder(DEFAULT_BUNDLE, MODEL, "beam", 0, workers=2)
+    yield decoder
+    decoder.close()
+
+
+def test_streams_in_processes_decode_as_in_process(procs: ProcessDecoder) -> None:
+    local = build_decoder(DEFAULT_BUNDLE, MODEL)
+    workers = [ThreadPoolExecutor(1) for _ in range(2)]  # as the DecoderPool runs them
+    try:
+        for seed in range(4):
+            lp = _log_probs(seed)
+
+            def run(lp: F32 = lp) -> list[tuple[str, float]]:
+                stream = procs.start()
+                for i in range(0, len(lp), 16):
+                    stream.advance(lp[i : i + 16])
+                partial = stream.partial()
+                assert partial.text.startswith(partial.stable_text)
+                return [(h.text, h.score) for h in stream.finalize()]
+
+            remote = workers[seed % 2].submit(run).result()
+            mine = local.start()
+            mine.advance(lp)
+            assert remote == [(h.text, h.score) for h in mine.finalize()]
+    finally:
+        for w in workers:
+            w.shutdown()
+
+
+def test_a_bad_call_fails_only_its_stream(procs: ProcessDecoder) -> None:
+    good = procs.start()
+    bad = procs.start()
+    with pytest.raises(ValueError, match="log_probs"):
+        bad.advance(np.zeros((3, 5), np.float32))  # wrong width
+    with pytest.raises(ValueError):
+        procs.start(hotwords=["no digits 4 you"])
+    good.advance(_log_probs(7))
+    assert good.finalize()
+
+
+def test_a_dead_process_fails_its_streams_clearly() -> None:
+    decoder = ProcessDecoder(DEFAULT_BUNDLE, MODEL, "greedy", 0, workers=1)
+    try:
+        stream = decoder.start()
+        decoder._children[0]._proc.kill()
+        decoder._children[0]._proc.join()
+        with pytest.raises(DecoderProcessError, match="gone"):
+            stream.advance(_log_probs(1))
+    finally:
+        decoder.close()
