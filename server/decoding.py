@@ -4,6 +4,8 @@ Decoding runs off the event loop on a pool of single-thread workers. A stream al
 on the same worker (its id modulo the pool size), so its decoder state is only ever touched
 by one thread and its calls run in submission order; that order is what lets a session
 queue `advance` without waiting and overlap it with the stream's next model step.
+With `decoder_processes` (the default) each worker thread drives its own decoder process
+(server/decoder_procs.py), so decoding runs in parallel despite the GIL.
 """
 
 from __future__ import annotations
