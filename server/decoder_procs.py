@@ -35,7 +35,11 @@ class DecoderProcessError(RuntimeError):
 
 def _serve(conn: Connection, bundle: str, model: dict[str, Any], kind: str, beam: int) -> None:
     """The child's loop: one decoder, its streams by id, one request at a time."""
-    decoder = build_decoder(bundle, ModelConfig.from_dict(model), kind, beam)
+    try:
+        decoder = build_decoder(bundle, ModelConfig.from_dict(model), kind, beam)
+    except Exception as e:  # a bad bundle: the parent raises this as the start-up error
+        conn.send((False, f"{type(e).__name__}: {e}"))
+        return
     streams: dict[int, DecoderStream] = {}
     conn.send((True, None))  # ready
     while True:
@@ -78,9 +82,11 @@ class _Child:
         if not self._conn.poll(timeout_s):
             raise DecoderProcessError(f"the decoder process did not start in {timeout_s:g} s")
         try:
-            self._conn.recv()
+            ok, error = self._conn.recv()
         except (EOFError, OSError) as e:
             raise DecoderProcessError(f"the decoder process failed to start ({e})") from None
+        if not ok:
+            raise DecoderProcessError(f"the decoder could not be built: {error}")
 
     def call(self, op: str, sid: int, *args: Any) -> Any:
         with self._lock:
@@ -138,7 +144,6 @@ class ProcessDecoder:
     def __init__(
         self, bundle: str | Path, model: ModelConfig, kind: str, beam: int, workers: int
     ) -> None:
-        build_decoder(bundle, model, kind, beam)  # fail here, clearly, on a bad bundle
         self._children = [_Child(str(bundle), model, kind, beam) for _ in range(workers)]
         try:
             for child in self._children:

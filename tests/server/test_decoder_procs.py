@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -78,3 +79,9 @@ def test_a_dead_process_fails_its_streams_clearly() -> None:
             stream.advance(_log_probs(1))
     finally:
         decoder.close()
+
+
+def test_a_bundle_the_decoder_cannot_load_fails_at_start_with_its_reason(tmp_path: Path) -> None:
+    (tmp_path / "decoder.json").write_text("{not json")
+    with pytest.raises(DecoderProcessError, match="could not be built"):
+        ProcessDecoder(tmp_path, MODEL, "beam", 0, workers=1)
