@@ -1,7 +1,10 @@
-"""On-the-fly audio augmentation: speed, reverberation, additive noise and gain.
+"""On-the-fly augmentation: speed, reverberation, additive noise and gain on the audio;
+vocal-tract-length warping and SpecAugment masks on the features.
 
 Synthetic voices are clean and identical on every render; a model trained on them alone
-learns the engines, not speech. Each example is perturbed afresh every epoch, in data-loader
+learns the engines, not speech. The natural-sounding training voices are all male, so a
+frequency warp (Jaitly & Hinton's VTLP) that moves formants and harmonics up by up to a
+quarter stands in for the speakers the engines lack. Each example is perturbed afresh every epoch, in data-loader
 worker processes (seeds/000 §2: features are computed next to the trainer, not stored), from
 a generator seeded by (seed, epoch, index) so a resumed run sees exactly the same audio.
 """
@@ -32,17 +35,54 @@ class AugmentConfig:
     p_babble: float = 0.3  # share of noisy examples whose noise is babble (other utterances)
     p_gain: float = 0.5  # probability of a level change
     gain_db: tuple[float, float] = (-12.0, 6.0)  # level change range
+    p_warp: float = 0.0  # probability of a vocal-tract-length (frequency) warp
+    warp: tuple[float, float] = (0.85, 1.25)  # warp factor range (>1 moves formants up)
+    p_colour: float = 0.0  # probability of a random smooth equaliser curve on the spectrum
+    colour_db: float = 4.0  # standard deviation of each of its cosine terms, in dB
+    freq_masks: int = 0  # SpecAugment: frequency bands masked per utterance
+    freq_mask_bins: int = 20  # widest masked band, in spectrogram bins
+    time_masks: int = 0  # SpecAugment: time spans masked per utterance
+    time_mask_frames: int = 30  # longest masked span, in frames
+    time_mask_share: float = 0.15  # masked spans cover at most this share of the frames
 
     def __post_init__(self) -> None:
-        for name in ("p_speed", "p_reverb", "p_noise", "p_babble", "p_gain"):
+        for name in ("p_speed", "p_reverb", "p_noise", "p_babble", "p_gain", "p_warp", "p_colour"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"AugmentConfig.{name} must be a probability in [0, 1]")
-        for name in ("speed", "rt60_s", "snr_db", "gain_db"):
+        for name in ("speed", "rt60_s", "snr_db", "gain_db", "warp"):
             low, high = getattr(self, name)
             if low > high:
                 raise ValueError(f"AugmentConfig.{name} must be (low, high) with low <= high")
-        if self.speed[0] <= 0 or self.rt60_s[0] <= 0:
-            raise ValueError("AugmentConfig.speed and rt60_s must be positive")
+        if self.speed[0] <= 0 or self.rt60_s[0] <= 0 or self.warp[0] <= 0:
+            raise ValueError("AugmentConfig.speed, rt60_s and warp must be positive")
+        if self.colour_db < 0:
+            raise ValueError("AugmentConfig.colour_db must be >= 0")
+        if min(self.freq_masks, self.freq_mask_bins, self.time_masks, self.time_mask_frames) < 0:
+            raise ValueError("AugmentConfig mask counts and sizes must be >= 0")
+        if not 0.0 <= self.time_mask_share <= 1.0:
+            raise ValueError("AugmentConfig.time_mask_share must be in [0, 1]")
+
+    def describe(self) -> str:
+        """The perturbations switched on, in a line (for a model's provenance)."""
+        parts = [
+            (self.p_speed, f"speed {self.speed[0]}-{self.speed[1]}"),
+            (self.p_reverb, f"reverberation RT60 {self.rt60_s[0]}-{self.rt60_s[1]} s"),
+            (self.p_noise, f"noise {self.snr_db[0]:g}-{self.snr_db[1]:g} dB SNR"),
+            (self.p_gain, f"gain {self.gain_db[0]:g} to {self.gain_db[1]:g} dB"),
+            (self.p_warp, f"frequency warp {self.warp[0]}-{self.warp[1]}"),
+            (self.p_colour, f"random equaliser {self.colour_db:g} dB"),
+        ]
+        out = [f"{text} (p {p:g})" for p, text in parts if p > 0]
+        if self.freq_masks or self.time_masks:
+            out.append(
+                f"SpecAugment {self.freq_masks} x <= {self.freq_mask_bins} bins, "
+                f"{self.time_masks} x <= {self.time_mask_frames} frames"
+            )
+        return "; ".join(out) or "none"
+
+
+# What training uses: the audio perturbations plus warping and masking on the features.
+TRAINING_AUGMENT = AugmentConfig(p_warp=0.8, p_colour=0.5, freq_masks=2, time_masks=2)
 
 
 def augment(
@@ -62,6 +102,59 @@ def augment(
     if rng.random() < cfg.p_gain:
         audio = audio * np.float32(10 ** (rng.uniform(*cfg.gain_db) / 20))
     return np.clip(audio, -1.0, 1.0).astype(np.float32)
+
+
+def augment_features(logspec: F32, cfg: AugmentConfig, rng: np.random.Generator) -> F32:
+    """Warp and mask a [T, F] log-power spectrogram (a new array; the input is kept)."""
+    out = np.array(logspec, dtype=np.float32, copy=True)
+    if out.size == 0:
+        return out
+    if rng.random() < cfg.p_warp:
+        out = warp_frequencies(out, rng.uniform(*cfg.warp))
+    if rng.random() < cfg.p_colour:
+        out += colour_curve(out.shape[1], cfg.colour_db, rng)
+    fill = out.mean(axis=0)  # per-bin mean: a masked cell reads as average, not as silence
+    n_frames, n_bins = out.shape
+    for _ in range(cfg.freq_masks):
+        width = int(rng.integers(0, min(cfg.freq_mask_bins, n_bins) + 1))
+        start = int(rng.integers(0, n_bins - width + 1))
+        out[:, start : start + width] = fill[start : start + width]
+    budget = int(cfg.time_mask_share * n_frames)
+    for _ in range(cfg.time_masks):
+        width = int(rng.integers(0, min(cfg.time_mask_frames, budget) + 1))
+        budget -= width
+        start = int(rng.integers(0, n_frames - width + 1))
+        out[start : start + width] = fill
+    return out
+
+
+def colour_curve(n_bins: int, std_db: float, rng: np.random.Generator) -> F32:
+    """A smooth random equaliser (four cosines over the band) in natural-log power: engines
+    and microphones differ in timbre, which the model should not key on."""
+    k = np.arange(1, 5)[:, None]
+    amplitudes = rng.normal(0.0, std_db, size=(4, 1)) * (np.log(10.0) / 10.0)
+    curve = (amplitudes * np.cos(np.pi * k * np.arange(n_bins) / (n_bins - 1))).sum(axis=0)
+    return np.asarray(curve, dtype=np.float32)
+
+
+def warp_frequencies(logspec: F32, alpha: float, boundary: float = 0.6) -> F32:
+    """Vocal-tract-length perturbation: move the spectrum's content at frequency f to
+    alpha * f, piecewise linearly so that 0 and Nyquist stay put (the kink sits at
+    `boundary` of Nyquist, scaled as in Jaitly & Hinton, 2013)."""
+    n_bins = logspec.shape[1]
+    nyq = n_bins - 1.0
+    knee = boundary * nyq * min(alpha, 1.0)  # in output bins
+    src = np.arange(n_bins, dtype=np.float64)
+    # where each source bin lands; invert by interpolation to find each output bin's source
+    dst = np.where(
+        src <= knee / alpha,
+        src * alpha,
+        nyq - (nyq - knee) / (nyq - knee / alpha) * (nyq - src),
+    )
+    pos = np.interp(src, dst, src)
+    lo = np.clip(np.floor(pos).astype(int), 0, n_bins - 2)
+    frac = (pos - lo).astype(np.float32)
+    return np.asarray(logspec[:, lo] * (1 - frac) + logspec[:, lo + 1] * frac, dtype=np.float32)
 
 
 def change_speed(audio: F32, factor: float) -> F32:

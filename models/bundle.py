@@ -46,6 +46,59 @@ def fold_batchnorm(model: DS2) -> DS2:
     return folded.eval()
 
 
+@torch.no_grad()
+def unfold_batchnorm(folded: DS2, calibration: list[torch.Tensor]) -> DS2:
+    """A trainable copy of a folded model (to fine-tune a bundle): each BatchNorm gets the
+    statistics of its input on `calibration` ([T, F] feature arrays of typical audio) and
+    an affine map that undoes them, so the copy computes what the bundle computes, in eval
+    mode exactly and in training mode up to how far a batch's statistics stray from them."""
+    if not folded.folded:
+        raise ValueError("the model is not folded")
+    if not calibration:
+        raise ValueError("unfolding needs calibration features")
+    model = DS2(folded.config, folded=False).to(next(folded.parameters()).device)
+    dst = model.state_dict()
+    for k, v in folded.state_dict().items():
+        if k in dst and dst[k].shape == v.shape:
+            dst[k].copy_(v)
+    pairs: list[tuple[torch.nn.Module, torch.nn.Module, int]] = [
+        (a.conv, b.bn, 1) for a, b in zip(folded.conv_stack, model.conv_stack, strict=True)
+    ]
+    pairs += [
+        (a.input_proj, b.bn, 2) for a, b in zip(folded.rnn_stack, model.rnn_stack, strict=True)
+    ]
+    sums: dict[int, list[torch.Tensor]] = {}
+
+    def hook(i: int, channel_dim: int) -> Any:
+        def record(_m: torch.nn.Module, _inp: Any, out: torch.Tensor) -> None:
+            x = out.double().movedim(channel_dim, 0).flatten(1)
+            acc = sums.setdefault(i, [torch.zeros(x.shape[0], dtype=torch.float64)] * 3)
+            sums[i] = [acc[0] + x.shape[1], acc[1] + x.sum(1), acc[2] + (x * x).sum(1)]
+
+        return record
+
+    handles = [m.register_forward_hook(hook(i, d)) for i, (m, _, d) in enumerate(pairs)]
+    try:
+        folded.eval()
+        for feats in calibration:  # one at a time: no padding to mask out of the statistics
+            x = feats.to(folded.feat_mean)[None]
+            folded(x, torch.tensor([x.shape[1]], device=x.device))
+    finally:
+        for h in handles:
+            h.remove()
+    for i, (m, bn, _) in enumerate(pairs):
+        assert isinstance(bn, SequenceBatchNorm)
+        count, total, sq = sums[i]
+        bias = _param(m, "bias").double()
+        mean = total / count - bias  # the statistics of W x, which the unfolded layer sees
+        var = (sq / count - (total / count) ** 2).clamp_min(1e-8)
+        bn.running_mean.copy_(mean)
+        bn.running_var.copy_(var)
+        bn.weight.copy_(torch.sqrt(var + bn.eps))
+        bn.bias.copy_(mean + bias)
+    return model
+
+
 def _param(module: torch.nn.Module, name: str) -> torch.Tensor:
     p = getattr(module, name)
     assert isinstance(p, torch.Tensor)
@@ -192,6 +245,7 @@ __all__ = [
     "ConvLayer",
     "RecurrentLayer",
     "fold_batchnorm",
+    "unfold_batchnorm",
     "load_bundle",
     "read_bundle_config",
     "save_bundle",

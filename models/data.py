@@ -16,7 +16,7 @@ import soxr
 import torch
 from torch.utils.data import Dataset
 
-from models.augment import F32, SAMPLE_RATE, AugmentConfig, augment
+from models.augment import F32, SAMPLE_RATE, AugmentConfig, augment, augment_features
 from models.config import ALPHABET, FeatureConfig
 from models.features import featurize
 from models.manifest import Utterance
@@ -84,10 +84,12 @@ class SpeechDataset(Dataset[Example]):
 
     def __getitem__(self, index: int) -> Example:
         audio = load_audio(str(self.utterances[index].audio), self.cfg.features.sample_rate)
+        rng = np.random.default_rng([self.cfg.seed, self.epoch, index])
         if self.cfg.augment is not None:
-            rng = np.random.default_rng([self.cfg.seed, self.epoch, index])
             audio = augment(audio, self.cfg.augment, rng, self._babble)
         feats = featurize(audio, self.cfg.features)
+        if self.cfg.augment is not None:
+            feats = augment_features(feats, self.cfg.augment, rng)
         labels = torch.tensor(self.labels[index], dtype=torch.int64)
         return Example(torch.from_numpy(np.ascontiguousarray(feats)), labels, index)
 

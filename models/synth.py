@@ -38,6 +38,8 @@ SECONDS_PER_WORD = 0.36  # planning estimate at the engines' default rate; stats
 # Share of training utterances per voice family: espeak-ng has the most speakers and accents;
 # the natural-sounding flite and festival voices are closest to the held-out ones.
 FAMILY_WEIGHTS = {"espeak": 0.45, "flite": 0.3, "festival": 0.25}
+HIGH_PITCH_SHARE = 0.4  # diphone renders at 1.6-2.1x their pitch (female range)
+HIGH_PITCH_VOICES = {"flite:kal", "flite:kal16", "festival:kal_diphone", "festival:ked_diphone"}
 
 
 @dataclass(frozen=True)
@@ -123,10 +125,19 @@ def plan(sentences: list[Normalised], cfg: SynthConfig) -> list[Job]:
         if budget <= 0:
             break
         for voice in _distinct(rng, pool, weights, cfg.renders):
-            prosody = Prosody(rate=rng.uniform(0.8, 1.25), pitch=rng.uniform(0.75, 1.3))
+            prosody = Prosody(rate=rng.uniform(0.8, 1.25), pitch=_pitch(rng, voice))
             jobs.append(Job("train", voice, prosody, s.text, s.spoken))
             budget -= s.words * SECONDS_PER_WORD / prosody.rate
     return jobs
+
+
+def _pitch(rng: random.Random, voice: Voice) -> float:
+    """Relative pitch: around the voice's own, and for the (all male) diphone voices a share
+    in the female range, which no natural-sounding training voice has (flite's clustergen
+    `rms` ignores pitch settings; the trainer's frequency warp covers it)."""
+    if voice.label in HIGH_PITCH_VOICES and rng.random() < HIGH_PITCH_SHARE:
+        return rng.uniform(1.6, 2.1)
+    return rng.uniform(0.75, 1.3)
 
 
 def _distinct(rng: random.Random, pool: list[Voice], weights: list[float], k: int) -> list[Voice]:

@@ -31,9 +31,15 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from models.augment import AugmentConfig
+from models.augment import TRAINING_AUGMENT
 from models.batching import STRATEGIES, BatchConfig, BatchSampler, padding_ratio
-from models.bundle import save_bundle
+from models.bundle import (
+    BundleError,
+    load_bundle,
+    read_bundle_config,
+    save_bundle,
+    unfold_batchnorm,
+)
 from models.config import ModelConfig
 from models.data import Batch, DataConfig, SpeechDataset, collate, load_audio
 from models.ds2 import DS2
@@ -60,6 +66,9 @@ class TrainConfig:
     augment: bool = True  # on-the-fly noise, speed, gain and reverberation
     norm_utterances: int = 400  # training utterances measured for normalisation statistics
     dev_limit: int = 0  # dev utterances scored per epoch (0: all)
+    dev_every: int = 0  # also score dev every this many steps, into the log (0: epochs only)
+    init_from: str = ""  # a bundle to fine-tune (same model config); "" starts from scratch
+    calibration_utterances: int = 64  # training utterances that re-derive its BatchNorm
     seed: int = 0
 
 
@@ -150,7 +159,7 @@ class Trainer:
         self.cfg, self.batch_cfg, self.out = cfg, batch_cfg, out
         self.dist = setup_distributed(device)
         torch.manual_seed(cfg.seed)
-        aug = AugmentConfig() if cfg.augment else None
+        aug = TRAINING_AUGMENT if cfg.augment else None
         self.train_set = SpeechDataset(train, DataConfig(model_cfg.features, aug, cfg.seed))
         self.dev = dev
         self.model = DS2(model_cfg).to(self.dist.device)
@@ -218,6 +227,26 @@ class Trainer:
         self.scaler.load_state_dict(state["scaler"])
         self.progress = Progress(**state["progress"])
         return True
+
+    def init_from_bundle(self, path: Path) -> None:
+        """Start from a bundle's weights and normalisation (fine-tuning): its BatchNorm is
+        unfolded with statistics measured on clean training utterances."""
+        folded = load_bundle(path, device=str(self.dist.device))
+        if folded.config != self.model.config:
+            mine, theirs = self.model.config.to_dict(), folded.config.to_dict()
+            diff = {k: (theirs.get(k), v) for k, v in mine.items() if theirs.get(k) != v}
+            raise BundleError(f"{path} has another model config (bundle, run): {diff}")
+        n = len(self.train_set)
+        idx = np.linspace(0, n - 1, num=min(n, self.cfg.calibration_utterances)).astype(int)
+        feats = [
+            torch.from_numpy(
+                featurize(
+                    load_audio(str(self.train_set.utterances[i].audio)), folded.config.features
+                )
+            )
+            for i in sorted(set(idx.tolist()))
+        ]
+        self.model.load_state_dict(unfold_batchnorm(folded, feats).state_dict())
 
     # -- training ----------------------------------------------------------------------------
 
@@ -293,7 +322,10 @@ class Trainer:
         on rank 0 after each epoch's checkpoint (the CLI exports a bundle there, so a run cut
         short still leaves its latest model)."""
         if not self.resume():
-            measure_normalization(self.model, self.train_set, self.cfg.norm_utterances)
+            if self.cfg.init_from:
+                self.init_from_bundle(Path(self.cfg.init_from))
+            else:
+                measure_normalization(self.model, self.train_set, self.cfg.norm_utterances)
         if self.dist.world > 1:
             self.ddp = DistributedDataParallel(self.model)
         p = self.progress
@@ -354,6 +386,15 @@ class Trainer:
                 )
             if p.step % self.cfg.checkpoint_every == 0:
                 self.save_checkpoint()
+            if self.cfg.dev_every and p.step % self.cfg.dev_every == 0 and self.dist.main:
+                scores = self.evaluate()
+                self._log(
+                    {"step": p.step, "epoch": p.epoch, **{f"dev_{k}": v for k, v in scores.items()}}
+                )
+                tqdm.write(
+                    f"step {p.step}: dev greedy "
+                    + ", ".join(f"{k} {v:.3f}" for k, v in scores.items())
+                )
             if self._should_stop():
                 break
         bar.close()
@@ -401,7 +442,7 @@ def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
     """Write the trained model as a bundle with its provenance."""
     p = trainer.progress
     last: dict[str, Any] = next((h for h in reversed(p.history) if "wer" in h), {})
-    provenance = {
+    provenance: dict[str, Any] = {
         "train_manifest": train_manifest,
         "train_hours_per_epoch": round(sum(trainer.train_set.durations()) / 3600, 2),
         "steps": p.step,
@@ -411,7 +452,15 @@ def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
         "precision": trainer.cfg.precision,
         "dev_greedy_wer": last.get("wer"),
         "dev_greedy_cer": last.get("cer"),
+        "augmentation": trainer.train_set.cfg.augment.describe()
+        if trainer.train_set.cfg.augment
+        else "none",
     }
+    if trainer.cfg.init_from:  # what the fine-tuned bundle had behind it, by value
+        base = read_bundle_config(trainer.cfg.init_from).get("provenance", {})
+        provenance["fine_tuned_from"] = trainer.cfg.init_from
+        for key in ("steps", "epochs_completed", "train_time_hours", "augmentation"):
+            provenance[f"base_{key}"] = base.get(key, "not recorded")
     return save_bundle(trainer.model, path, provenance=provenance)
 
 

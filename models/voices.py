@@ -52,7 +52,7 @@ class Voice:
 @dataclass(frozen=True)
 class Prosody:
     rate: float = 1.0  # speaking speed relative to the engine's default
-    pitch: float = 1.0  # pitch relative to the engine's default (festival ignores it)
+    pitch: float = 1.0  # pitch relative to the engine's default
 
 
 TRAIN_FLITE = tuple(Voice("flite", v) for v in ("kal", "kal16", "rms"))
@@ -86,10 +86,11 @@ def render(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> None:
 
 def render_festival(voice: Voice, items: list[tuple[str, Prosody, Path]]) -> None:
     """Many sentences in one festival process: its start-up costs more than a sentence."""
-    lines = [f"(voice_{voice.name})"]
+    lines = [f"(voice_{voice.name})", "(set! harken_lr_params int_lr_params)"]
     for spoken, prosody, wav in items:
         assert '"' not in spoken and "\\" not in spoken, "spoken text must be normalised"
         lines.append(f"(Parameter.set 'Duration_Stretch {1 / prosody.rate:.3f})")
+        lines.append(_festival_pitch(prosody.pitch))
         lines.append(f'(utt.save.wave (utt.synth (Utterance Text "{spoken}")) "{wav}" \'riff)')
     with tempfile.NamedTemporaryFile("w", suffix=".scm", delete=False) as f:
         f.write("\n".join(lines) + "\n")
@@ -97,6 +98,18 @@ def render_festival(voice: Voice, items: list[tuple[str, Prosody, Path]]) -> Non
         _run(["festival", "-b", f.name])
     finally:
         Path(f.name).unlink()
+
+
+def _festival_pitch(pitch: float) -> str:
+    """Scheme that scales the diphone voices' linear-regression F0 target by `pitch` (their
+    default is 105 Hz); at 1.0 the voice's own parameters come back untouched."""
+    if pitch == 1.0:
+        return "(set! int_lr_params harken_lr_params)"
+    mean, std = 105.0 * pitch, 14.0 * pitch
+    return (
+        f"(set! int_lr_params '((target_f0_mean {mean:.1f}) (target_f0_std {std:.1f}) "
+        "(model_f0_mean 170) (model_f0_std 34)))"
+    )
 
 
 def _run(cmd: list[str]) -> None:

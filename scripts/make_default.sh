@@ -3,11 +3,13 @@
 # the card. Each step is the public command a user would run; long steps resume.
 #   bash scripts/make_default.sh corpus   # ~2 min on 2 cores
 #   bash scripts/make_default.sh train    # the time budget below, in the background is wise
+#   bash scripts/make_default.sh finetune # continue from models/default with the current
+#                                         # augmentation (frequency warp, SpecAugment)
 #   bash scripts/make_default.sh finish   # bundle, LM, alpha/beta, dev/test eval, CARD.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 H=.venv/bin/harken
-RUN=runs/default
+RUN=${RUN:-runs/default}  # finish exports from this run (runs/finetune after finetune)
 B=models/default
 R=models/results
 case "${1:-}" in
@@ -20,6 +22,13 @@ case "${1:-}" in
       --rnn-hidden 384 --row-conv-tau 10 --batch-size "${BATCH:-16}" --lr 1.5e-3 --warmup-steps 300 \
       --epochs 100 --time-budget-s "${BUDGET_S:-6600}" --workers 1 --checkpoint-every 200 \
       --strategy alternated
+    ;;
+  finetune)
+    $H train --train data/corpus/train.jsonl --dev data/corpus/dev.jsonl --out runs/finetune \
+      --init-from $B --device cpu --precision fp32 --conv-type 1d --conv-channels 256 \
+      --rnn-layers 3 --rnn-hidden 384 --row-conv-tau 10 --batch-size "${BATCH:-16}" --lr 1e-3 \
+      --warmup-steps 100 --epochs 100 --time-budget-s "${BUDGET_S:-4800}" --workers 1 \
+      --checkpoint-every 200 --dev-every 300 --strategy alternated --sortagrad false
     ;;
   finish)
     cp $RUN/bundle/model.safetensors $RUN/bundle/config.json $B/
@@ -37,6 +46,6 @@ case "${1:-}" in
       --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finish" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|finish" >&2; exit 2
     ;;
 esac

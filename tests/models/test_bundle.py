@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from models.bundle import BundleError, load_bundle, save_bundle
+from models.bundle import BundleError, fold_batchnorm, load_bundle, save_bundle, unfold_batchnorm
 from models.ds2 import DS2
 
 
@@ -76,3 +76,25 @@ def test_broken_bundle_says_what_is_wrong(
 def test_missing_directory(tmp_path: Path) -> None:
     with pytest.raises(BundleError, match="not a directory"):
         load_bundle(tmp_path / "nope")
+
+
+def test_unfolded_bundle_computes_what_the_bundle_computes(tiny_model: DS2) -> None:
+    """Fine-tuning starts from a bundle: its trainable copy must not start somewhere else."""
+    folded = fold_batchnorm(tiny_model)
+    g = torch.Generator().manual_seed(3)
+    calibration = [torch.randn(n, 161, generator=g) * 2 for n in (40, 25, 60, 33)]
+    model = unfold_batchnorm(folded, calibration)
+    assert not model.folded and model.config == folded.config
+    x, lengths = torch.randn(2, 30, 161, generator=g), torch.tensor([30, 17])
+    with torch.no_grad():
+        want, _ = folded(x, lengths)
+        got, _ = model.eval()(x, lengths)
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
+        # in training mode BatchNorm uses the batch's own statistics; on the calibration
+        # audio those are the ones measured, so the outputs stay close
+        batch = torch.stack([c[:25] for c in calibration])
+        ref, _ = folded(batch, torch.full((4,), 25))
+        train_out, _ = model.train()(batch, torch.full((4,), 25))
+    assert (train_out.exp() - ref.exp()).abs().max() < 0.1
+    with pytest.raises(ValueError, match="not folded"):
+        unfold_batchnorm(model, calibration)

@@ -10,7 +10,14 @@ import pytest
 import soundfile as sf
 import torch
 
-from models.augment import AugmentConfig, augment, change_speed
+from models.augment import (
+    AugmentConfig,
+    augment,
+    augment_features,
+    change_speed,
+    colour_curve,
+    warp_frequencies,
+)
 from models.batching import (
     STRATEGIES,
     BatchConfig,
@@ -184,3 +191,41 @@ def test_dataset_augmentation_is_seeded_by_epoch(tmp_path: Path) -> None:
         ds, batch_sampler=[[0, 1], [2]], collate_fn=collate, num_workers=1
     )
     assert [b.indices.tolist() for b in loader] == [[0, 1], [2]]
+
+
+def test_frequency_warp_moves_formants_and_keeps_the_band_edges() -> None:
+    bins = np.arange(161, dtype=np.float32)
+    spec = np.tile(-((bins - 40.0) ** 2) / 20.0, (3, 1)).astype(np.float32)  # a peak at bin 40
+    assert np.allclose(warp_frequencies(spec, 1.0), spec, atol=1e-5)
+    up, down = warp_frequencies(spec, 1.2), warp_frequencies(spec, 0.85)
+    assert up.shape == spec.shape and up.dtype == np.float32
+    assert int(np.argmax(up[0])) == 48 and int(np.argmax(down[0])) == 34
+    for warped in (up, down):  # 0 Hz and Nyquist stay where they are
+        assert warped[0, 0] == pytest.approx(spec[0, 0], abs=1e-3)
+        assert warped[0, -1] == pytest.approx(spec[0, -1], abs=1e-3)
+
+
+def test_spec_augment_masks_with_the_mean_and_leaves_the_input_alone() -> None:
+    rng = np.random.default_rng(0)
+    spec = rng.standard_normal((200, 161)).astype(np.float32) - 5
+    kept = spec.copy()
+    cfg = AugmentConfig(freq_masks=2, freq_mask_bins=20, time_masks=2, time_mask_frames=30)
+    out = augment_features(spec, cfg, np.random.default_rng(4))
+    assert np.array_equal(spec, kept) and out.shape == spec.shape
+    changed = out != spec
+    masked_frames = changed.all(axis=1).sum()
+    masked_bins = changed.all(axis=0).sum()
+    assert 0 < masked_frames <= 0.15 * 200 and 0 < masked_bins <= 40
+    mean = spec.mean(axis=0)
+    rows, cols = np.nonzero(changed)
+    assert np.allclose(out[rows, cols], mean[cols])
+    assert np.array_equal(out, augment_features(spec, cfg, np.random.default_rng(4)))
+    assert np.array_equal(augment_features(spec, AugmentConfig(), rng), spec)  # off by default
+
+
+def test_colour_is_a_smooth_curve_of_the_asked_size() -> None:
+    curves = np.stack([colour_curve(161, 4.0, np.random.default_rng(i)) for i in range(200)])
+    assert curves.shape == (200, 161) and curves.dtype == np.float32
+    db = curves * 10 / np.log(10.0)
+    assert 4.0 < db.std() < 8.0  # four terms of 4 dB each: about 5.7 dB overall
+    assert np.abs(np.diff(db, axis=1)).max() < 2.0  # smooth: under 2 dB between bins

@@ -7,13 +7,14 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import soundfile as sf
 
 from models import synth
 from models.manifest import read_manifest
 from models.text import normalise
-from models.voices import HELD_OUT
+from models.voices import HELD_OUT, Prosody, Voice, render
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("espeak-ng") and shutil.which("flite")),
@@ -77,3 +78,29 @@ def test_build_resumes_without_rerendering(tmp_path: Path) -> None:
     again = sorted(args.out.rglob("*.wav"))
     assert again == wavs
     assert [w.stat().st_mtime_ns for w in again[1:]] == stamps[1:]
+
+
+def _median_f0(path: Path) -> float:
+    """Median autocorrelation pitch of the voiced-looking 40 ms frames, in Hz."""
+    audio, rate = sf.read(str(path))
+    frame = int(0.04 * rate)
+    lo, hi = rate // 400, rate // 60
+    f0s = []
+    for start in range(0, len(audio) - frame, frame // 2):
+        x = audio[start : start + frame] - audio[start : start + frame].mean()
+        if np.sqrt(np.mean(x**2)) < 0.02:
+            continue
+        ac = np.correlate(x, x, "full")[frame - 1 :]
+        f0s.append(rate / (lo + int(np.argmax(ac[lo:hi]))))
+    return float(np.median(f0s))
+
+
+@pytest.mark.skipif(not shutil.which("festival"), reason="needs festival")
+@pytest.mark.parametrize("voice", [Voice("festival", "kal_diphone"), Voice("flite", "kal16")])
+def test_pitch_reaches_the_female_range(tmp_path: Path, voice: Voice) -> None:
+    """The natural-sounding training voices are male; a raised pitch must really sound."""
+    spoken = "how are you doing today my friend"
+    render(voice, spoken, Prosody(), tmp_path / "own.wav")
+    render(voice, spoken, Prosody(pitch=1.9), tmp_path / "high.wav")
+    own, high = _median_f0(tmp_path / "own.wav"), _median_f0(tmp_path / "high.wav")
+    assert own < 150 and high > 1.5 * own, (own, high)

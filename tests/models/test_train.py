@@ -3,6 +3,7 @@ data-parallel replicas stay identical and equal one process on the combined batc
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 from pathlib import Path
@@ -14,9 +15,10 @@ import torch
 from torch.multiprocessing.spawn import spawn
 
 from models.batching import BatchConfig
+from models.bundle import BundleError, load_bundle
 from models.data import Batch
 from models.manifest import Utterance, read_manifest, write_manifest
-from models.train import TrainConfig, Trainer
+from models.train import TrainConfig, Trainer, export
 from tests.models.conftest import TINY_CONFIGS
 
 MODEL = TINY_CONFIGS["2d-gru"]
@@ -217,3 +219,35 @@ def test_two_gloo_replicas_stay_identical_and_match_one_process(
     for name in replicas[0]:
         assert torch.equal(replicas[0][name], replicas[1][name]), name
     assert_close(single, replicas[0], atol=1e-5)
+
+
+def test_fine_tuning_starts_from_the_bundle(tmp_path: Path) -> None:
+    utts = make_corpus(tmp_path, 6)
+    cfg = train_config(epochs=100, max_steps=4, augment=False, checkpoint_every=100)
+    base = Trainer(MODEL, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "base")
+    base.fit()
+    bundle = export(base, tmp_path / "bundle", "train.jsonl")
+    tuned = Trainer(
+        MODEL,
+        train_config(init_from=str(bundle), calibration_utterances=6, augment=False),
+        BatchConfig(batch_size=3),
+        utts,
+        [],
+        tmp_path / "tuned",
+    )
+    tuned.init_from_bundle(bundle)
+    x = torch.from_numpy(np.random.default_rng(1).standard_normal((2, 40, 161)).astype(np.float32))
+    lengths = torch.tensor([40, 22])
+    with torch.no_grad():
+        want, _ = load_bundle(bundle)(x, lengths)
+        got, _ = tuned.model.eval()(x, lengths)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
+    tuned.fit()
+    provenance = load_bundle(export(tuned, tmp_path / "tuned_bundle", "train.jsonl")).provenance
+    assert provenance["fine_tuned_from"] == str(bundle) and provenance["base_steps"] == 4
+    assert provenance["steps"] == 6 and provenance["augmentation"] == "none"  # 3 epochs x 2
+
+    other = dataclasses.replace(MODEL, rnn_hidden=MODEL.rnn_hidden * 2)
+    wrong = Trainer(other, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "wrong")
+    with pytest.raises(BundleError, match="rnn_hidden"):
+        wrong.init_from_bundle(bundle)
