@@ -37,8 +37,13 @@ COPY loadtest loadtest
 RUN pip install -c scripts/constraints.txt . \
  && apt-get purge -y build-essential && apt-get autoremove -y
 
-RUN useradd --system --home /app harken
+# The beam search's numba kernels compile once, here, into a cache the server user can read
+# and write; without it every server process would compile them at start-up (seconds).
+ENV NUMBA_CACHE_DIR=/app/.numba-cache
+RUN useradd --system --home /app harken && mkdir -p /app/.numba-cache \
+ && chown harken /app/.numba-cache
 USER harken
+RUN python3 -c "from decoder.beam import warm_up; warm_up()"
 ENV HARKEN_HOST=0.0.0.0 HARKEN_PORT=8000 HARKEN_BUNDLE=/app/models/default \
     HARKEN_DEVICE=${DEVICE} HARKEN_DTYPE=${DTYPE} HARKEN_SHUTDOWN_GRACE_S=20
 EXPOSE 8000

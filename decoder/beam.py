@@ -10,16 +10,19 @@ Spaces are normalised as the search goes: a leading space and a space after a sp
 nothing (their mass stays with the prefix), so the prefixes of the search are exactly the
 texts a user can get, and a trailing space is merged away at finalisation.
 
-A frame costs a few numpy operations over all beams x candidate symbols; Python loops run
-only over LM lookups. Decoding in chunks is the same sequence of steps as decoding at
-once, so it gives the same result, bit for bit: a run of blank frames at the end of a
-chunk waits for the next chunk (or partial/finalize) and is applied as one run.
+A frame is a few compiled loops over all beams x candidate symbols (decoder/kernels.py);
+Python runs only the LM lookups and a few calls per frame. Decoding in chunks is the same
+sequence of steps as decoding at once, so it gives the same result, bit for bit: a run of
+blank frames at the end of a chunk waits for the next chunk (or partial/finalize) and is
+applied as one run.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -30,6 +33,7 @@ import numpy.typing as npt
 from decoder.alphabet import Alphabet
 from decoder.hotwords import HotwordSpec, build_hotwords
 from decoder.hypothesis import Hypothesis, Word
+from decoder.jit import array_sum
 from decoder.lm import LanguageModel
 from decoder.prefixes import PrefixTree
 from decoder.pruning import candidate_mask
@@ -94,6 +98,7 @@ class BeamSearchDecoder:
             self.unigrams = build_trie(unigrams, alphabet)
         c = self.config
         self.weights = Weights(c.alpha, c.beta, c.unk_penalty, c.prefix_penalty)
+        warm_up()
 
     def with_config(self, **changes: float | int) -> BeamSearchDecoder:
         """A decoder with some config fields changed, sharing this one's LM and tries
@@ -135,38 +140,38 @@ class BeamStream:
 
     def advance(self, log_probs: npt.ArrayLike) -> None:
         """Consume the next frames' log posteriors [T, V] (natural log, blank at 0)."""
-        lp = np.asarray(log_probs, dtype=np.float64)
+        lp = np.ascontiguousarray(log_probs, dtype=np.float64)
         self._check(lp)
         cfg = self.config
         mask = candidate_mask(lp, cfg.cutoff_prob, cfg.cutoff_top_n)
+        # frame by frame, each frame's symbols ascending (contiguous, as the kernels expect)
+        rows, symbols = np.divmod(np.flatnonzero(mask), mask.shape[1])
+        frames, starts = np.unique(rows, return_index=True)
+        bounds = [*starts.tolist(), len(symbols)]
         done = 0
-        for t in np.flatnonzero(mask.any(axis=1)).tolist():
-            self.blanks.append(lp[done:t])
-            self._apply_blanks()
+        for t, lo, hi in zip(frames.tolist(), bounds[:-1], bounds[1:], strict=True):
+            if t > done or self.blanks:
+                self._apply_blanks(lp[done:t])
             self.beams = step(
-                self.tree,
-                self.scorer,
-                self.beams,
-                lp[t],
-                np.flatnonzero(mask[t]),
-                self.frames,
-                self.limits,
+                self.tree, self.scorer, self.beams, lp[t], symbols[lo:hi], self.frames, self.limits
             )
             self.frames += 1
             done = t + 1
-        self.blanks.append(lp[done:])
+        if done < len(lp):
+            self.blanks.append(lp[done:])
         self._freeze()
 
-    def _apply_blanks(self) -> None:
-        """Apply the pending run of blank-dominated frames (fast path)."""
-        run = self._blank_rows()
+    def _apply_blanks(self, *last: F64) -> None:
+        """Apply the pending run of blank-dominated frames, and then the rows `last`
+        [T, V] of this chunk (fast path)."""
+        run = self._blank_rows(*last)
         self.blanks = []
         if len(run):
             self.beams = self._after(run)
             self.frames += len(run)
 
-    def _blank_rows(self) -> F64:
-        runs = [r for r in self.blanks if len(r)]
+    def _blank_rows(self, *more: F64) -> F64:
+        runs = [r for r in (*self.blanks, *more) if len(r)]
         return runs[0] if len(runs) == 1 else np.concatenate(runs or [np.zeros((0, 1))])
 
     def _after(self, run: F64) -> Beams:
@@ -192,7 +197,7 @@ class BeamStream:
         top, words, text = self._frozen
         if node != top:
             more = self._words_between(top, node)
-            self._frozen = _Frozen(node, words + more, text + tree.text(node, top))
+            self._frozen = _Frozen(node, words + more, text + tree.texts(np.array([node]), top)[0])
 
     def _check(self, lp: F64) -> None:
         if self.finished:
@@ -205,10 +210,10 @@ class BeamStream:
                 "and at least one finite value per frame"
             )
 
-    def _text(self, node: int) -> str:
-        """A beam's text (trailing space included)."""
+    def _texts(self, nodes: I64) -> list[str]:
+        """Beams' texts (trailing spaces included)."""
         top, _, text = self._frozen
-        return text + self.tree.text(node, top)
+        return [text + below for below in self.tree.texts(nodes, top)]
 
     def partial(self) -> Hypothesis:
         """The best hypothesis so far; `stable` is the length of the prefix shared by every
@@ -219,7 +224,7 @@ class BeamStream:
         total = np.logaddexp(beams.pb, beams.pnb)
         best = int(np.argmax(total + score[beams.nodes]))
         node = int(beams.nodes[best])
-        text = self._text(node).rstrip()
+        text = self._texts(beams.nodes[best : best + 1])[0].rstrip()
         stable = int(self.tree.cols["depth"][self.tree.common_ancestor(beams.nodes)])
         lm = float(self.tree.cols["lm"][node])
         return Hypothesis(
@@ -238,11 +243,13 @@ class BeamStream:
             raise RuntimeError("finalize() was already called on this stream")
         self._apply_blanks()
         self.finished = True
+        nodes = self.beams.nodes
         total = np.logaddexp(self.beams.pb, self.beams.pnb)
+        sides, lms = self.scorer.finals(self.tree, nodes)
         merged: dict[str, tuple[float, float, float, int]] = {}
-        for node, acoustic in zip(self.beams.nodes.tolist(), total.tolist(), strict=True):
-            side, lm = self.scorer.final(self.tree, node)
-            text = self._text(node).rstrip()
+        beams = zip(nodes.tolist(), total.tolist(), sides.tolist(), lms.tolist(), strict=True)
+        for (node, acoustic, side, lm), text in zip(beams, self._texts(nodes), strict=True):
+            text = text.rstrip()
             if text in merged:  # "ab" and "ab ": one text, their CTC masses add up
                 ac0, side0, lm0, node0 = merged[text]
                 best = (side, lm, node) if acoustic + side > ac0 + side0 else (side0, lm0, node0)
@@ -265,18 +272,18 @@ class BeamStream:
         from their symbols' frames, with the geometric mean posterior as confidence."""
         cols, fs, space = self.tree.cols, self.config.frame_seconds, self.alphabet.space
         path = self.tree.path(node, top)
-        chars, frames, clogp = (cols[k][path].tolist() for k in ("char", "frame", "clogp"))
-        words: list[Word] = []
-        start = 0
-        for i in range(len(path) + 1):
-            if i < len(path) and chars[i] != space:
-                continue
-            if i > start:
-                text = self.alphabet.decode(chars[start:i])
-                conf = float(np.exp(np.mean(clogp[start:i])))
-                words.append(Word(text, frames[start] * fs, (frames[i - 1] + 1) * fs, conf))
-            start = i + 1
-        return tuple(words)
+        chars, clogp = cols["char"][path], cols["clogp"][path]
+        gaps = [-1, *np.flatnonzero(chars == space).tolist(), len(path)]
+        spans = [(a + 1, b) for a, b in itertools.pairwise(gaps) if b > a + 1]
+        if not spans:
+            return ()
+        # the mean as np.mean takes it; exp as numpy's (it rounds unlike the C library's)
+        confs = np.exp([array_sum(clogp[a:b]) / (b - a) for a, b in spans]).tolist()
+        chars_, frames = chars.tolist(), cols["frame"][path].tolist()
+        return tuple(
+            Word(self.alphabet.decode(chars_[a:b]), frames[a] * fs, (frames[b - 1] + 1) * fs, c)
+            for (a, b), c in zip(spans, confs, strict=True)
+        )
 
 
 class _Frozen(NamedTuple):
@@ -285,3 +292,26 @@ class _Frozen(NamedTuple):
     node: int
     words: tuple[Word, ...]
     text: str  # the text down to and including node
+
+
+@functools.cache
+def warm_up() -> None:
+    """Compile the search's kernels, or load them from numba's on-disk cache, once per
+    process (BeamSearchDecoder does it when built), so that no stream's first frames pay
+    for it: seconds the first time on a machine, tens of milliseconds after that."""
+    alphabet = Alphabet((" ", "a", "b"))
+    shown = "_aa_ b__ab  _a__________b"  # words, spaces, and a run of blank frames
+    lp = np.full((len(shown), alphabet.size), np.log(0.1))
+    for t, symbol in enumerate(shown):
+        lp[t, 0 if symbol == "_" else alphabet.id_of(symbol)] = np.log(0.7)
+    lp[13:23], lp[13:23, 0] = np.log(1e-4), 0.0  # frames the blank dominates
+    lp -= np.logaddexp.reduce(lp, axis=1, keepdims=True)
+    config = DecoderConfig(beam_width=4, cutoff_prob=0.999)
+    weights = Weights(config.alpha, config.beta, config.unk_penalty, config.prefix_penalty)
+    hot = build_hotwords(["ab"], alphabet, config.hotword_boost)
+    trie = build_trie(["a", "ab"], alphabet)
+    stream = BeamStream(alphabet, config, PrefixScorer(alphabet, weights, None, trie, hot))
+    stream.advance(lp[:15])
+    stream.partial()
+    stream.advance(lp[15:])
+    stream.finalize()

@@ -7,9 +7,10 @@ word is no prefix of any unigram (growing with the word's length past AVG_WORD, 
 a run of garbage cannot postpone its LM cost for free), and the hotword bonuses.
 
 Most extensions of a word-level search add a letter to a partial word: their scores need
-only trie lookups, done for all beams at once with numpy (`extend`). Extensions that reach
-the LM (a space for a word LM, every symbol for a character LM) go one prefix at a time
-(`boundary`); the prefix tree caches the result for the stream's life.
+only trie lookups, which the compiled step does (decoder/kernels.py) with the tables this
+scorer holds. Extensions that reach the LM (a space for a word LM, every symbol for a
+character LM) are looked up here, one Python call per token (`boundary`); the prefix tree
+caches the result for the stream's life.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ import numpy.typing as npt
 
 from decoder.alphabet import Alphabet
 from decoder.hotwords import Hotwords, build_hotwords
+from decoder.kernels import TOK_CHAR, TOK_PARENT, add_boundary
 from decoder.lm import CHAR_SPACE, LanguageModel
 from decoder.prefixes import PrefixTree
 from decoder.tries import Trie
 
-AVG_WORD = 6.0  # characters; longer impossible partial words pay proportionally more
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 
@@ -67,120 +68,85 @@ class PrefixScorer:
         self.unigrams = unigrams
         self.hot = hotwords or build_hotwords((), alphabet, 1.0)
         self.char_level = lm is not None and lm.unit == "char"
-        space = alphabet.space
-        ids = np.arange(1, alphabet.size)
-        self.boundary_ids = ids if self.char_level else np.array([space])
-        self.is_boundary = np.isin(np.arange(alphabet.size), self.boundary_ids)
+        self._symbols = ("", *alphabet.symbols)
+        # symbols that complete a token: every one for a character LM, else the space
+        self.is_boundary = np.zeros(alphabet.size, dtype=bool)
+        self.is_boundary[1:] = self.char_level
+        self.is_boundary[alphabet.space] = True
+        # the unigram trie's table (without unigrams, every partial word stays at node 0)
+        empty = np.zeros((1, alphabet.size), dtype=np.int32)
+        self.unigram_next = empty if unigrams is None else unigrams.next
+        # the most a boundary can add to its parent's score (less its penalty and tentative
+        # bonus): ln p_lm <= 0 and the unknown-word penalty <= 0, so only beta and the
+        # largest hotword bonuses can raise it; inf (no bound) for a negative alpha
+        extra = weights.beta + self.hot.full.max() + self.hot.partial.max()
+        self.bound_extra = float(extra) if weights.alpha >= 0 else np.inf
 
     def root_state(self) -> Hashable:
         return self.lm.begin() if self.lm is not None else None
 
-    def extend(
-        self, tree: PrefixTree, parents: I64, chars: I64
-    ) -> dict[str, npt.NDArray[np.generic]]:
-        """Columns of the children of `parents` by non-boundary `chars` (same shapes)."""
-        cols = tree.cols
-        w = cols["w"][parents]
-        h2 = self.hot.trie.next[cols["h"][parents], chars].astype(np.int64)
-        w2 = np.zeros_like(w) if self.unigrams is None else self.unigrams.next[w, chars]
-        w2 = w2.astype(np.int64)
-        wlen2 = cols["wlen"][parents] + 1
-        scale = np.maximum(1.0, wlen2 / AVG_WORD)
-        pen2 = np.where((w2 < 0) & (h2 <= 0), self.weights.prefix_penalty * scale, 0.0)
-        hotb2 = self.hot.partial[h2]
-        old = cols["score"][parents] - cols["pen"][parents] - cols["hotb"][parents]
-        return {
-            "score": old + pen2 + hotb2,
-            "w": w2,
-            "wlen": wlen2,
-            "h": h2,
-            "pen": pen2,
-            "hotb": hotb2,
-        }
+    def boundary(self, tree: PrefixTree, tok: I64, ef: F64, ei: I64) -> None:
+        """Build the boundary children a frame needs (decoder/kernels.py `tok`: a space, or
+        any symbol for a character LM), scoring each completed token with the LM."""
+        lms, known, states = self._lookup(tree, tok[TOK_PARENT], tok[TOK_CHAR])
+        first, hot, wts = tree.size, self.hot, self.weights
+        tree.size = add_boundary(
+            tree.ints, tree.floats, tree.kids, tree.size, tok, lms, known, ef, ei,
+            self.alphabet.space, hot.trie.next, hot.trie.ends, hot.partial, hot.full,
+            wts.alpha, wts.beta, wts.unk_penalty,
+        )  # fmt: skip
+        tree.states.update(zip(range(first, tree.size), states, strict=True))
 
-    def boundary(self, tree: PrefixTree, parents: I64, chars: I64) -> I64:
-        """Build the children of `parents` by boundary `chars` (a space, or any symbol for a
-        character LM), scoring each completed token with the LM; returns their ids."""
-        cols = tree.cols
-        end = self._token_ends(tree, parents, chars)
-        h2, bank = self._hot_step(cols["h"][parents], chars)
-        hotb2 = self.hot.partial[h2]
-        base = cols["score"][parents] - cols["pen"][parents] - cols["hotb"][parents]
-        ids = tree.add_many(
-            parents,
-            chars,
-            score=base + end.score + bank + hotb2,
-            lm=cols["lm"][parents] + end.lm,
-            count=cols["count"][parents] + 1,
-            w=0,
-            wlen=0,
-            h=h2,
-            pen=0.0,
-            hotb=hotb2,
-        )
-        cols["lmnode"][ids] = ids
-        tree.states.update(zip(ids.tolist(), end.states, strict=True))
-        return ids
-
-    def token_bound(self, tree: PrefixTree, parents: I64) -> F64:
-        """An upper bound on the score of any boundary child of `parents` (what `boundary`
-        would give it): ln p_lm <= 0 and the unknown-word penalty <= 0, so only beta and
-        the largest hotword bonuses can raise it."""
-        if self.weights.alpha < 0:
-            return np.full(len(parents), np.inf)
-        cols = tree.cols
-        base = cols["score"][parents] - cols["pen"][parents] - cols["hotb"][parents]
-        bound: F64 = base + (self.weights.beta + self.hot.full.max() + self.hot.partial.max())
-        return bound
-
-    def final(self, tree: PrefixTree, node: int) -> tuple[float, float]:
-        """(score, lm) of a prefix taken as the whole utterance: the last word completed,
+    def finals(self, tree: PrefixTree, nodes: I64) -> tuple[F64, F64]:
+        """(score, lm) of prefixes taken as the whole utterance: the last word completed,
         tentative hotword bonus dropped (or kept whole if the phrase is complete), </s>."""
-        cols = tree.cols
-        if self.char_level and node and cols["char"][node] == self.alphabet.space:
-            node = int(cols["parent"][node])  # a trailing space is no part of the text
-        h = int(cols["h"][node])
-        score = float(cols["score"][node] - cols["hotb"][node]) + float(self.hot.full[h])
-        lm = float(cols["lm"][node])
-        state = tree.state(node)
-        if cols["wlen"][node] and not self.char_level:
-            end = self._token_ends(tree, np.array([node]), np.array([self.alphabet.space]))
-            score += float(end.score[0]) - float(cols["pen"][node])
-            lm += float(end.lm[0])
-            state = end.states[0]
+        cols, space = tree.cols, self.alphabet.space
+        if self.char_level:  # a trailing space is no part of the text
+            trailing = (nodes > 0) & (cols["char"][nodes] == space)
+            nodes = np.where(trailing, cols["parent"][nodes], nodes)
+        score = (cols["score"][nodes] - cols["hotb"][nodes]) + self.hot.full[cols["h"][nodes]]
+        lm = cols["lm"][nodes]
+        states = [tree.states[n] for n in cols["lmnode"][nodes].tolist()]
+        ends = np.flatnonzero(cols["wlen"][nodes] > 0) if not self.char_level else nodes[:0]
+        if ends.size:
+            done = nodes[ends]
+            end = self._token_ends(tree, done, np.full(ends.size, space))
+            score[ends] += end.score - cols["pen"][done]
+            lm[ends] += end.lm
+            for i, state in zip(ends.tolist(), end.states, strict=True):
+                states[i] = state
         if self.lm is not None:
-            eos = self.lm.finish(state)
+            eos = np.array([self.lm.finish(state) for state in states])
             score += self.weights.alpha * eos
             lm += eos
         return score, lm
 
     def _token_ends(self, tree: PrefixTree, nodes: I64, chars: I64) -> _TokenEnds:
         """Scores the tokens that `chars` complete after `nodes` (one LM query each)."""
-        wts, lm = self.weights, self.lm
-        if self.char_level:
-            symbols = ("", *self.alphabet.symbols)
-            space = self.alphabet.space
-            tokens = [CHAR_SPACE if c == space else symbols[c] for c in chars.tolist()]
-        else:
-            tokens = [tree.word(n) for n in nodes.tolist()]
-        if lm is not None:
-            pairs = zip(nodes.tolist(), tokens, strict=True)
-            scored = [lm.score(tree.state(n), t) for n, t in pairs]
-            lms = np.array([s[0] for s in scored])
-            states = [s[1] for s in scored]
-            known = np.array([s[2] for s in scored], dtype=bool)
-        else:
-            lms, states = np.zeros(len(nodes)), [None] * len(nodes)
-            w = tree.cols["w"][nodes]
-            known = np.ones(len(nodes), bool) if self.unigrams is None else self.unigrams.ends[w]
+        wts = self.weights
+        lms, known, states = self._lookup(tree, nodes, chars)
         known |= self.hot.trie.ends[tree.cols["h"][nodes]]
         unk = np.where(known, 0.0, wts.unk_penalty)
         return _TokenEnds(wts.alpha * lms + wts.beta + unk, lms, states)
 
-    def _hot_step(self, h: I64, chars: I64) -> tuple[I64, F64]:
-        """Hotword-trie moves on boundary `chars`: (next nodes, bonuses banked by phrases
-        that a space completes; such a match restarts at the root)."""
-        h2 = self.hot.trie.next[h, chars].astype(np.int64)
-        done = (chars == self.alphabet.space) & (h2 < 0)
-        bank = np.where(done, self.hot.full[h], 0.0)
-        return np.where(done, 0, h2), bank
+    def _lookup(
+        self, tree: PrefixTree, nodes: I64, chars: I64
+    ) -> tuple[F64, npt.NDArray[np.bool_], list[Hashable]]:
+        """(ln p_lm, known, next LM state) of the tokens `chars` complete after `nodes`;
+        without an LM, known means a unigram (or anything, without unigrams)."""
+        lm = self.lm
+        if lm is None:
+            w = tree.cols["w"][nodes]
+            known = np.ones(len(nodes), bool) if self.unigrams is None else self.unigrams.ends[w]
+            return np.zeros(len(nodes)), known, [None] * len(nodes)
+        if self.char_level:
+            symbols, space = self._symbols, self.alphabet.space
+            tokens = [CHAR_SPACE if c == space else symbols[c] for c in chars.tolist()]
+        else:
+            tokens = tree.words(nodes)
+        states = tree.states
+        lmnode = tree.cols["lmnode"][nodes].tolist()
+        scored = [lm.score(states[n], t) for n, t in zip(lmnode, tokens, strict=True)]
+        lms = np.array([s[0] for s in scored])
+        known = np.array([s[2] for s in scored], dtype=bool)
+        return lms, known, [s[1] for s in scored]
