@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from models.ds2 import DS2
@@ -153,10 +154,17 @@ def _advance(
         new_conv.append(full[..., t_out * layer.geom.stride :])
     h, new_hidden = model.flatten(y), []
     mask = _mask(pl.rnn_first, state.emitted, t_out, n_out)
+    # At a flush the last positions are past every stream's end (the row convolution's
+    # look-ahead, zero-padded): their recurrent outputs are zeroed and states held, so
+    # the step-by-step recurrence stops at the last position any stream still needs.
+    live = torch.nonzero(mask.any(dim=0)).flatten()
+    used = int(live[-1]) + 1 if len(live) else 0
+    h, mask_used = h[:, :used], mask[:, :used]
     for rnn, h0 in zip(model.rnn_stack, state.hidden, strict=True):
-        h, h_last = rnn.scan(rnn.project(h, None), h0, mask)
-        h = h * mask[:, :, None].to(h.dtype)
+        h, h_last = rnn.scan(rnn.project(h, None), h0, mask_used)
+        h = h * mask_used[:, :, None].to(h.dtype)
         new_hidden.append(h_last)
+    h = F.pad(h, (0, 0, 0, t_out - used))
     full = torch.cat([state.row, h], dim=1)
     log_probs = model.head(model.row_conv.compute(full))
     tau = model.row_conv.tau
