@@ -34,7 +34,7 @@ case "${1:-}" in
     cp $RUN/bundle/model.safetensors $RUN/bundle/config.json $B/
     [ -f $B/lm.binary ] || $H build-lm --text data/corpus/lm_text.txt --order 4 \
       --prune 0 0 1 --quantize 8 --out $B
-    $H tune-lm --bundle $B --manifest data/corpus/dev.jsonl --trials 20 --limit 200 | tail -3
+    $H tune-lm --bundle $B --manifest data/corpus/dev.jsonl --trials 60 --alpha 0.2 1.5 --beta 0 3.5 | tail -3
     for split in dev test; do
       $H eval --bundle $B --manifest data/corpus/$split.jsonl --beam --out $R/default_eval_$split.json
     done
