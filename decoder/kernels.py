@@ -52,6 +52,13 @@ def _row(rows: int, state: int) -> int:
 
 
 @kernel
+def _base(floats: F64, node: int) -> float:
+    """A prefix's score less its partial-word penalty and tentative hotword bonus: what a
+    child's own penalty, bonus or completed token is added to."""
+    return floats[node, SCORE] - floats[node, PEN] - floats[node, HOTB]  # type: ignore[no-any-return]
+
+
+@kernel
 def stamp(ints: I64, floats: F64, node: int, entry: float, lp: F64, frame: int) -> None:
     """Time a prefix's last symbol at the frame where entering it was most probable
     (the best path's choice), with that frame's posterior as its confidence."""
@@ -180,7 +187,7 @@ def _score(
     for i in range(b):
         node = nodes[i]
         stays[STAY_Q, i] = logaddexp(stays[STAY_PB, i], stays[STAY_PNB, i]) + floats[node, SCORE]
-        old = floats[node, SCORE] - floats[node, PEN] - floats[node, HOTB]
+        old = _base(floats, node)
         scale = max(1.0, (ints[node, WLEN] + 1) / AVG_WORD)
         for j in range(k):
             f, c = i * k + j, cand[j]
@@ -229,7 +236,7 @@ def _bound_tokens(
     kept = 0
     for t in range(n):
         f, node = tok[TOK_EXT, t], tok[TOK_PARENT, t]
-        base = floats[node, SCORE] - floats[node, PEN] - floats[node, HOTB]
+        base = _base(floats, node)
         bound = math.inf if bound_extra == math.inf else base + bound_extra
         if ef[MASS, f] + bound > cut:
             tok[:, kept] = tok[:, t]
@@ -271,7 +278,7 @@ def add_boundary(
         bank = hot_full[h] if done else 0.0
         h2 = 0 if done else h2
         hotb = hot_partial[_row(hot_partial.size, h2)]
-        base = floats[parent, SCORE] - floats[parent, PEN] - floats[parent, HOTB]
+        base = _base(floats, parent)
         node = size + t
         _new_child(ints, floats, kids, node, parent, c)
         floats[node, SCORE] = base + (alpha * lms[t] + beta + unk) + bank + hotb

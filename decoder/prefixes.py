@@ -88,10 +88,6 @@ class PrefixTree:
         self.slot = np.full(capacity, -1, dtype=np.int64)
         self._views()
 
-    def state(self, node: int) -> Hashable:
-        """The LM state after the prefix's completed tokens."""
-        return self.states[int(self.cols["lmnode"][node])]
-
     def path(self, node: int, top: int = ROOT) -> I64:
         """Node ids from below `top` (an ancestor, by default the root) down to `node`."""
         return path(self.ints, node, top)

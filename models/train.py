@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -124,16 +125,22 @@ def setup_distributed(device: str) -> Dist:
     return Dist(rank=dist.get_rank(), world=world, device=dev)
 
 
+def clean_features(dataset: SpeechDataset, limit: int) -> Iterator[npt.NDArray[np.float32]]:
+    """Unaugmented features of up to `limit` utterances spread evenly over the dataset."""
+    n = len(dataset)
+    idx = np.linspace(0, n - 1, num=min(n, limit)).astype(int)
+    for i in sorted(set(idx.tolist())):
+        audio = load_audio(str(dataset.utterances[i].audio))
+        yield featurize(audio, dataset.cfg.features)
+
+
 @torch.no_grad()
 def measure_normalization(model: DS2, dataset: SpeechDataset, limit: int) -> None:
     """Per-bin mean and std of clean training features, stored in the model (DS2 §7)."""
-    n = len(dataset)
-    idx = np.linspace(0, n - 1, num=min(n, limit)).astype(int)
     total = torch.zeros(model.config.features.n_bins, dtype=torch.float64)
     sq, count = total.clone(), 0
-    for i in sorted(set(idx.tolist())):
-        u = dataset.utterances[i]
-        f = torch.from_numpy(featurize(load_audio(str(u.audio)), model.config.features)).double()
+    for feats in clean_features(dataset, limit):
+        f = torch.from_numpy(feats).double()
         total += f.sum(0)
         sq += (f * f).sum(0)
         count += f.shape[0]
@@ -236,16 +243,8 @@ class Trainer:
             mine, theirs = self.model.config.to_dict(), folded.config.to_dict()
             diff = {k: (theirs.get(k), v) for k, v in mine.items() if theirs.get(k) != v}
             raise BundleError(f"{path} has another model config (bundle, run): {diff}")
-        n = len(self.train_set)
-        idx = np.linspace(0, n - 1, num=min(n, self.cfg.calibration_utterances)).astype(int)
-        feats = [
-            torch.from_numpy(
-                featurize(
-                    load_audio(str(self.train_set.utterances[i].audio)), folded.config.features
-                )
-            )
-            for i in sorted(set(idx.tolist()))
-        ]
+        limit = self.cfg.calibration_utterances
+        feats = [torch.from_numpy(f) for f in clean_features(self.train_set, limit)]
         self.model.load_state_dict(unfold_batchnorm(folded, feats).state_dict())
 
     # -- training ----------------------------------------------------------------------------
