@@ -37,6 +37,7 @@ def _rates(report: dict[str, Any]) -> list[str]:
 def card(meta: dict[str, Any], stats: dict[str, Any], evals: dict[str, dict[str, Any]]) -> str:
     cfg = ModelConfig.from_dict(meta["model"])
     prov = meta.get("provenance", {})
+    f = cfg.features
     lines = [
         "# harken default English model",
         "",
@@ -45,6 +46,14 @@ def card(meta: dict[str, Any], stats: dict[str, Any], evals: dict[str, dict[str,
         "reading the `fortunes` text. Dev and test use held-out voices that training never saw.",
         "",
         "## Network",
+        f"- input: log power spectrogram, {f.n_bins} bins, {f.window_ms:g} ms window, "
+        f"{f.hop_ms:g} ms hop, "
+        + (
+            f"cepstral lifter at {f.cepstral_lifter} samples (envelope only: pitch harmonics "
+            "removed)"
+            if f.cepstral_lifter
+            else "no lifter"
+        ),
         f"- {cfg.conv_layers} x {cfg.conv_type.upper()} convolution, {cfg.conv_channels} channels, "
         f"time kernel {cfg.conv_time_kernel}, stride {cfg.time_stride} in time",
         f"- {cfg.rnn_layers} x unidirectional {cfg.rnn_type.upper()} of {cfg.rnn_hidden} units, "

@@ -44,7 +44,34 @@ def _log_power(frames: F32, cfg: FeatureConfig) -> tuple[F32, F32]:
     spec = np.fft.rfft(frames * _hann(cfg.window), axis=-1)
     power = (spec.real**2 + spec.imag**2).astype(np.float32) / np.float32(cfg.window)
     level_db = 10.0 * np.log10(np.mean(frames.astype(np.float64) ** 2, axis=-1) + cfg.eps)
-    return np.log(power + np.float32(cfg.eps)), level_db.astype(np.float32)
+    logspec = np.log(power + np.float32(cfg.eps))
+    if cfg.cepstral_lifter:
+        logspec = lifter(logspec, cfg.window, cfg.cepstral_lifter)
+    return logspec, level_db.astype(np.float32)
+
+
+def _lifter_weights(window: int, cutoff: int) -> F32:
+    """1 up to two thirds of `cutoff`, a cosine taper to 0 at `cutoff` (a hard cut would
+    ripple across frequency), mirrored for the negative quefrencies."""
+    q = np.minimum(np.arange(window), window - np.arange(window)).astype(np.float64)
+    start = 2 * cutoff / 3
+    ramp = 0.5 * (1 + np.cos(np.pi * np.clip((q - start) / (cutoff - start), 0, 1)))
+    out: F32 = ramp.astype(np.float32)
+    return out
+
+
+def lifter(logspec: F32, window: int, cutoff: int) -> F32:
+    """The smooth envelope of each log spectrum [T, window // 2 + 1]: its real cepstrum
+    with quefrencies from `cutoff` samples up removed.
+
+    Why: pitch harmonics are the part of a spectrum that differs most between voices (a
+    female voice's are twice as far apart) and says nothing about what was said; the
+    envelope (formants) carries the words. A model fed envelopes generalises to unseen
+    voices better than one that learnt its training voices' harmonics.
+    """
+    cep = np.fft.irfft(logspec, n=window, axis=-1)
+    smooth = np.fft.rfft(cep * _lifter_weights(window, cutoff), axis=-1).real
+    return smooth.astype(np.float32)
 
 
 @dataclass

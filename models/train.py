@@ -237,12 +237,24 @@ class Trainer:
 
     def init_from_bundle(self, path: Path) -> None:
         """Start from a bundle's weights and normalisation (fine-tuning): its BatchNorm is
-        unfolded with statistics measured on clean training utterances."""
+        unfolded with statistics measured on clean training utterances.
+
+        The run may change the features (a lifter, say) as long as their size stays: the
+        per-bin normalisation is then measured afresh on the new features, so the first layer
+        sees inputs on the scale it was trained on, and the BatchNorm calibration follows."""
         folded = load_bundle(path, device=str(self.dist.device))
-        if folded.config != self.model.config:
-            mine, theirs = self.model.config.to_dict(), folded.config.to_dict()
-            diff = {k: (theirs.get(k), v) for k, v in mine.items() if theirs.get(k) != v}
+        mine, theirs = self.model.config, folded.config
+        if dataclasses.replace(theirs, features=mine.features) != mine:
+            m, t = mine.to_dict(), theirs.to_dict()
+            diff = {k: (t.get(k), v) for k, v in m.items() if t.get(k) != v and k != "features"}
             raise BundleError(f"{path} has another model config (bundle, run): {diff}")
+        if theirs.features != mine.features:
+            if theirs.features.n_bins != mine.features.n_bins:
+                raise BundleError(
+                    f"{path} takes {theirs.features.n_bins} feature bins, this run makes "
+                    f"{mine.features.n_bins}: fine-tuning can change features but not their size"
+                )
+            measure_normalization(folded, self.train_set, self.cfg.norm_utterances)
         limit = self.cfg.calibration_utterances
         feats = [torch.from_numpy(f) for f in clean_features(self.train_set, limit)]
         self.model.load_state_dict(unfold_batchnorm(folded, feats).state_dict())

@@ -5,6 +5,8 @@
 #   bash scripts/make_default.sh train    # the time budget below, in the background is wise
 #   bash scripts/make_default.sh finetune # continue from models/default with the current
 #                                         # augmentation (frequency warp, SpecAugment)
+#   bash scripts/make_default.sh lifter   # continue from models/default on liftered features
+#                                         # (pitch harmonics removed: scripts/lifter.json)
 #   bash scripts/make_default.sh finish   # bundle, LM, alpha/beta, dev/test eval, CARD.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +32,13 @@ case "${1:-}" in
       --warmup-steps 100 --epochs 100 --time-budget-s "${BUDGET_S:-4900}" --workers 1 \
       --checkpoint-every 200 --dev-every 300 --strategy alternated --sortagrad false
     ;;
+  lifter)
+    $H train --train data/corpus/train.jsonl --dev data/corpus/dev.jsonl --out runs/lifter \
+      --init-from $B --model-config scripts/lifter.json --device cpu --precision fp32 \
+      --batch-size "${BATCH:-16}" --lr 1e-3 --warmup-steps 100 --epochs 100 \
+      --time-budget-s "${BUDGET_S:-5400}" --workers 1 --checkpoint-every 200 --dev-every 600 \
+      --strategy alternated --sortagrad false
+    ;;
   finish)
     cp $RUN/bundle/model.safetensors $RUN/bundle/config.json $B/
     [ -f $B/lm.binary ] || $H build-lm --text data/corpus/lm_text.txt --order 4 \
@@ -46,6 +55,6 @@ case "${1:-}" in
       --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|finish" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|finish" >&2; exit 2
     ;;
 esac

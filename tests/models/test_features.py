@@ -32,9 +32,9 @@ def test_shape_is_161_bins_at_100_frames_per_second() -> None:
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.lists(st.integers(1, 2000), min_size=1, max_size=30), st.booleans())
-def test_streaming_equals_whole_for_any_chunking(sizes: list[int], gain: bool) -> None:
-    cfg = FeatureConfig(adaptive_gain=gain)
+@given(st.lists(st.integers(1, 2000), min_size=1, max_size=30), st.booleans(), st.booleans())
+def test_streaming_equals_whole_for_any_chunking(sizes: list[int], gain: bool, lift: bool) -> None:
+    cfg = FeatureConfig(adaptive_gain=gain, cepstral_lifter=48 if lift else 0)
     audio = speechlike(sum(sizes) / cfg.sample_rate + 0.01, 0.3)[: sum(sizes)]
     fz, parts, i = StreamingFeaturizer(cfg), [], 0
     for n in sizes:
@@ -63,3 +63,40 @@ def test_adaptive_gain_makes_quiet_and_loud_alike() -> None:
 def test_rejects_non_mono_or_integer_audio(bad: np.ndarray) -> None:
     with pytest.raises(ValueError, match="mono|float"):
         featurize(bad, CFG)
+
+
+def vowel(f0: float, seconds: float = 0.5) -> np.ndarray:
+    """A pulse train at pitch `f0` through two fixed formant resonances (an 'ah')."""
+    sr = CFG.sample_rate
+    x = np.zeros(int(seconds * sr))
+    x[:: int(round(sr / f0))] = 1.0
+    for freq, bw in ((700.0, 110.0), (1220.0, 120.0)):  # two-pole resonators
+        r, theta = np.exp(-np.pi * bw / sr), 2 * np.pi * freq / sr
+        y = np.zeros_like(x)
+        for n in range(len(x)):
+            y[n] = x[n] + 2 * r * np.cos(theta) * y[n - 1] - r * r * y[n - 2]
+        x = y
+    return (0.3 * x / np.max(np.abs(x))).astype(np.float32)
+
+
+def test_cepstral_lifter_makes_a_low_and_a_high_voice_alike() -> None:
+    """The same vowel from a low (110 Hz) and a high (220 Hz) voice: the liftered envelopes
+    agree far better than the raw spectra, and both keep the first formant's peak."""
+    low, high = vowel(110.0), vowel(220.0)
+    lifted = FeatureConfig(cepstral_lifter=48)
+
+    def profile(audio: np.ndarray, cfg: FeatureConfig) -> np.ndarray:
+        f = featurize(audio, cfg)[10:-10].mean(axis=0)
+        return f - f.mean()
+
+    raw_gap = np.abs(profile(low, CFG) - profile(high, CFG))[:80].mean()
+    lifted_gap = np.abs(profile(low, lifted) - profile(high, lifted))[:80].mean()
+    assert lifted_gap < raw_gap / 2
+    for audio in (low, high):
+        peak_hz = np.argmax(profile(audio, lifted)[:40]) * CFG.sample_rate / CFG.window
+        assert 550 <= peak_hz <= 850
+
+
+def test_cepstral_lifter_out_of_range_is_refused() -> None:
+    with pytest.raises(ValueError, match="cepstral_lifter"):
+        FeatureConfig(cepstral_lifter=200)

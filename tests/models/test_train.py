@@ -251,3 +251,31 @@ def test_fine_tuning_starts_from_the_bundle(tmp_path: Path) -> None:
     wrong = Trainer(other, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "wrong")
     with pytest.raises(BundleError, match="rnn_hidden"):
         wrong.init_from_bundle(bundle)
+
+
+def test_fine_tuning_can_switch_on_the_lifter(tmp_path: Path) -> None:
+    """A bundle trained on raw spectra fine-tunes with liftered features: the run measures
+    the new features' normalisation, exports them in its bundle, and a change of feature
+    size is refused with the reason."""
+    utts = make_corpus(tmp_path, 6)
+    cfg = train_config(epochs=100, max_steps=2, augment=False, checkpoint_every=100)
+    base = Trainer(MODEL, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "base")
+    base.fit()
+    bundle = export(base, tmp_path / "bundle", "train.jsonl")
+    lifted = dataclasses.replace(
+        MODEL, features=dataclasses.replace(MODEL.features, cepstral_lifter=48)
+    )
+    tune_cfg = train_config(
+        init_from=str(bundle), calibration_utterances=6, augment=False, max_steps=4
+    )
+    tuned = Trainer(lifted, tune_cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "tuned")
+    tuned.init_from_bundle(bundle)
+    assert not torch.allclose(tuned.model.feat_mean, load_bundle(bundle).feat_mean)
+    tuned.fit()
+    out = load_bundle(export(tuned, tmp_path / "tuned_bundle", "train.jsonl"))
+    assert out.config.features.cepstral_lifter == 48
+
+    wider = dataclasses.replace(MODEL, features=dataclasses.replace(MODEL.features, window_ms=25.0))
+    wrong = Trainer(wider, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "wrong")
+    with pytest.raises(BundleError, match="feature bins"):
+        wrong.init_from_bundle(bundle)
