@@ -11,7 +11,7 @@ its child, keyed by a stream id; the parent holds a small proxy.
 
 from __future__ import annotations
 
-import contextlib
+import collections
 import itertools
 import multiprocessing
 import threading
@@ -48,13 +48,15 @@ def _serve(conn: Connection, bundle: str, model: dict[str, Any], kind: str, beam
             op, sid, args = conn.recv()
         except (EOFError, OSError):
             return
-        if op == "close":  # no reply: sent by garbage collection of a proxy
+        if op == "close":  # no reply: a proxy was dropped without finalize
             streams.pop(sid, None)
             continue
         try:
-            if op == "start":
+            if op == "open":
+                value: Any = len(streams)
+            elif op == "start":
                 streams[sid] = decoder.start(*args)
-                value: Any = None
+                value = None
             elif op == "finalize":
                 value = list(streams.pop(sid).finalize())
             else:
@@ -65,7 +67,11 @@ def _serve(conn: Connection, bundle: str, model: dict[str, Any], kind: str, beam
 
 
 class _Child:
-    """One child process and its pipe; calls are serialised by a lock."""
+    """One child process and its pipe; calls are serialised by a lock.
+
+    Streams whose proxies were dropped without `finalize` are only queued here and closed
+    by the next call: garbage collection can run on any thread, the event loop included,
+    and must never wait for the lock while another stream's decoder call is in flight."""
 
     def __init__(self, bundle: str, model: ModelConfig, kind: str, beam: int) -> None:
         ctx = multiprocessing.get_context("spawn")  # never fork a process running threads
@@ -77,6 +83,7 @@ class _Child:
         child.close()
         self._lock = threading.Lock()
         self._ids = itertools.count()
+        self._dropped: collections.deque[int] = collections.deque()  # appends are atomic
 
     def wait_ready(self, timeout_s: float = 120.0) -> None:
         """Wait until the child has built its decoder (imports, LM load)."""
@@ -92,6 +99,8 @@ class _Child:
     def call(self, op: str, sid: int, *args: Any) -> Any:
         with self._lock:
             try:
+                while self._dropped:
+                    self._conn.send(("close", self._dropped.popleft(), ()))
                 self._conn.send((op, sid, args))
                 ok, value = self._conn.recv()
             except (EOFError, OSError) as e:
@@ -102,9 +111,8 @@ class _Child:
         return value
 
     def close_stream(self, sid: int) -> None:
-        # if the child is gone, the stream went with it
-        with self._lock, contextlib.suppress(OSError, ValueError):
-            self._conn.send(("close", sid, ()))
+        """Free a dropped stream's state at the next call (never blocks)."""
+        self._dropped.append(sid)
 
     def new_id(self) -> int:
         return next(self._ids)
@@ -164,6 +172,10 @@ class ProcessDecoder:
                 self._next += 1
             self._local.child = child
         return _RemoteStream(child, hotwords)
+
+    def open_streams(self) -> list[int]:
+        """Streams each child process holds (closes of dropped streams applied first)."""
+        return [int(child.call("open", -1)) for child in self._children]
 
     def close(self) -> None:
         for child in self._children:

@@ -3,6 +3,8 @@ only its own stream; a dead process fails its streams with a clear error."""
 
 from __future__ import annotations
 
+import gc
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -85,3 +87,26 @@ def test_a_bundle_the_decoder_cannot_load_fails_at_start_with_its_reason(tmp_pat
     (tmp_path / "decoder.json").write_text("{not json")
     with pytest.raises(DecoderProcessError, match="could not be built"):
         ProcessDecoder(tmp_path, MODEL, "beam", 0, workers=1)
+
+
+def test_a_dropped_stream_never_blocks_and_is_freed(procs: ProcessDecoder) -> None:
+    """Dropping a proxy without finalize (a client that vanished) must not wait for the child
+    while another stream's call is in flight, and the child frees the stream soon after."""
+    before = sum(procs.open_streams())
+    stream = procs.start()
+    stream.advance(_log_probs(3))
+    assert sum(procs.open_streams()) == before + 1
+    child = procs._local.child  # the child this thread's streams run on
+    holder = [stream]
+    del stream
+
+    def collect() -> None:  # garbage collection on some other thread
+        holder.clear()
+        gc.collect()
+
+    with child._lock:  # another stream's call in flight on this child
+        dropped = threading.Thread(target=collect)
+        dropped.start()
+        dropped.join(timeout=5.0)
+        assert not dropped.is_alive(), "collecting a dropped stream waited for the child"
+    assert sum(procs.open_streams()) == before
