@@ -9,6 +9,7 @@ weights in the bundle), so features here are raw log power.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -25,8 +26,12 @@ _PAUSE_DB = 20.0  # frames this far below the tracked level are pauses, not spee
 _DB_TO_LOG = math.log(10.0) / 10.0  # dB of power -> natural-log power
 
 
+@functools.cache
 def _hann(window: int) -> F32:
-    return np.hanning(window + 1)[:-1].astype(np.float32)  # periodic Hann
+    """Periodic Hann window, built once per size (every chunk of every stream uses it)."""
+    w: F32 = np.hanning(window + 1)[:-1].astype(np.float32)
+    w.setflags(write=False)
+    return w
 
 
 def _frames(audio: F32, cfg: FeatureConfig) -> F32:
@@ -50,13 +55,15 @@ def _log_power(frames: F32, cfg: FeatureConfig) -> tuple[F32, F32]:
     return logspec, level_db.astype(np.float32)
 
 
+@functools.cache
 def _lifter_weights(window: int, cutoff: int) -> F32:
     """1 up to two thirds of `cutoff`, a cosine taper to 0 at `cutoff` (a hard cut would
-    ripple across frequency), mirrored for the negative quefrencies."""
+    ripple across frequency), mirrored for the negative quefrencies; built once per size."""
     q = np.minimum(np.arange(window), window - np.arange(window)).astype(np.float64)
     start = 2 * cutoff / 3
     ramp = 0.5 * (1 + np.cos(np.pi * np.clip((q - start) / (cutoff - start), 0, 1)))
     out: F32 = ramp.astype(np.float32)
+    out.setflags(write=False)
     return out
 
 

@@ -35,6 +35,7 @@ case "${1:-}" in
   lifter)
     $H train --train data/corpus/train.jsonl --dev data/corpus/dev.jsonl --out runs/lifter \
       --init-from $B --model-config scripts/lifter.json --device cpu --precision fp32 \
+      --conv-type 1d --conv-channels 256 --rnn-layers 3 --rnn-hidden 384 --row-conv-tau 10 \
       --batch-size "${BATCH:-16}" --lr 1e-3 --warmup-steps 100 --epochs 100 \
       --time-budget-s "${BUDGET_S:-5400}" --workers 1 --checkpoint-every 200 --dev-every 600 \
       --strategy alternated --sortagrad false

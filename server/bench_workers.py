@@ -3,9 +3,9 @@
 The server decodes off the event loop on a few workers, each stream always on the same one
 (server/decoding.py). The beam search's frame loops are compiled and release the GIL, but
 its LM lookups and per-frame driving hold it, so processes may decode in parallel where
-threads cannot; but every chunk then crosses a pipe. This measures both on the bundle's real log-probs: S streams, each fed in
-chunks of `chunk_ms` as a live stream would be, over W workers, and reports throughput
-(decoded audio seconds per wall second). Results go to OUT/workers.json and OUT/workers.md.
+threads cannot; but every chunk then crosses a pipe. This measures both on the bundle's
+real log-probs: S streams, each fed in chunks of `chunk_ms` as a live stream would be, over
+W workers, and reports throughput (decoded audio seconds per wall second). Results go to OUT/workers.json and OUT/workers.md.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 The beam search's frame loops are compiled and release the GIL, but its LM lookups and
 per-frame driving are Python, so two decoder threads still decode slower than one
 (server/results/workers.md: 215 against 273 audio s/s) while two processes decode in
-parallel (395). The DecoderPool's threads keep their role
-(stream affinity and ordering); each thread is bound to its own child process on first use
-and blocks on that child's pipe, which releases the GIL. A stream's decoder state lives in
-its child, keyed by a stream id; the parent holds a small proxy.
+parallel (395). The DecoderPool's threads keep their role (stream affinity and ordering);
+each thread is bound to its own child process on first use and blocks on that child's pipe,
+which releases the GIL. A stream's decoder state lives in its child, keyed by a stream id;
+the parent holds a small proxy.
 """
 
 from __future__ import annotations
