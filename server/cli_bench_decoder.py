@@ -4,6 +4,7 @@ log-probs are then decoded by ours, pyctcdecode and flashlight-text (decoder/ben
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from decoder.alphabet import Alphabet
@@ -24,6 +25,10 @@ def main(args: argparse.Namespace) -> int:
     outputs = manifest_log_probs(args.bundle, args.manifest, args.limit)
     alphabet = Alphabet.from_list(outputs.config.alphabet)
     inputs = {
+        "command": shlex.join(
+            ["harken", "bench-decoder", "--bundle", str(args.bundle), "--manifest"]
+            + [str(args.manifest), "--out", str(args.out), "--limit", str(args.limit)]
+        ),
         "kind": "model",
         "bundle": str(args.bundle),
         "manifest": str(args.manifest),
