@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("server.cli_eval", "WER/CER of a bundle on a manifest, greedy and with the LM"),
     "build-lm": ("decoder.build", "build a KenLM n-gram (word or character) for decoding"),
     "tune-lm": ("server.cli_tune", "search LM weight and insertion bonus on a dev manifest"),
+    "tune-warp": ("models.tune_warp", "choose speaker-adaptation warp factors on a dev manifest"),
     "bench-decoder": ("server.cli_bench_decoder", "compare decoders on a manifest"),
     "bench-model": ("models.bench", "streaming step latency per batch size and precision"),
     "bench-workers": ("server.bench_workers", "decoder workers as threads vs processes"),

@@ -19,6 +19,8 @@ import numpy as np
 import numpy.typing as npt
 import soxr
 
+from models.warp import warp_frequencies
+
 F32 = npt.NDArray[np.float32]
 SAMPLE_RATE = 16000
 BabbleSource = Callable[[np.random.Generator], F32]  # returns another utterance's audio
@@ -135,26 +137,6 @@ def colour_curve(n_bins: int, std_db: float, rng: np.random.Generator) -> F32:
     amplitudes = rng.normal(0.0, std_db, size=(4, 1)) * (np.log(10.0) / 10.0)
     curve = (amplitudes * np.cos(np.pi * k * np.arange(n_bins) / (n_bins - 1))).sum(axis=0)
     return np.asarray(curve, dtype=np.float32)
-
-
-def warp_frequencies(logspec: F32, alpha: float, boundary: float = 0.6) -> F32:
-    """Vocal-tract-length perturbation: move the spectrum's content at frequency f to
-    alpha * f, piecewise linearly so that 0 and Nyquist stay put (the kink sits at
-    `boundary` of Nyquist, scaled as in Jaitly & Hinton, 2013)."""
-    n_bins = logspec.shape[1]
-    nyq = n_bins - 1.0
-    knee = boundary * nyq * min(alpha, 1.0)  # in output bins
-    src = np.arange(n_bins, dtype=np.float64)
-    # where each source bin lands; invert by interpolation to find each output bin's source
-    dst = np.where(
-        src <= knee / alpha,
-        src * alpha,
-        nyq - (nyq - knee) / (nyq - knee / alpha) * (nyq - src),
-    )
-    pos = np.interp(src, dst, src)
-    lo = np.clip(np.floor(pos).astype(int), 0, n_bins - 2)
-    frac = (pos - lo).astype(np.float32)
-    return np.asarray(logspec[:, lo] * (1 - frac) + logspec[:, lo + 1] * frac, dtype=np.float32)
 
 
 def change_speed(audio: F32, factor: float) -> F32:

@@ -34,6 +34,17 @@ def _rates(report: dict[str, Any]) -> list[str]:
     return rows
 
 
+def _adaptation(cfg: ModelConfig) -> str:
+    if not cfg.warp_factors:
+        return "none"
+    factors = ", ".join(f"{a:g}" for a in cfg.warp_factors)
+    seconds = cfg.warp_decide_frames * cfg.frame_seconds
+    return (
+        f"each stream runs on frequency warps {factors} of its input and keeps, frame by frame, "
+        f"the most confident; fixed after {seconds:g} s (`harken tune-warp` on dev)"
+    )
+
+
 def card(meta: dict[str, Any], stats: dict[str, Any], evals: dict[str, dict[str, Any]]) -> str:
     cfg = ModelConfig.from_dict(meta["model"])
     prov = meta.get("provenance", {})
@@ -61,6 +72,7 @@ def card(meta: dict[str, Any], stats: dict[str, Any], evals: dict[str, dict[str,
         f"({cfg.row_conv_tau * cfg.frame_seconds * 1000:.0f} ms look-ahead)",
         f"- {meta.get('parameters', 0):,} parameters; output every "
         f"{cfg.frame_seconds * 1000:.0f} ms over {len(cfg.alphabet) + 1} symbols",
+        "- speaker adaptation: " + _adaptation(cfg),
         "",
         "## Data",
     ]

@@ -51,6 +51,10 @@ class FeatureConfig:
         return self.window // 2 + 1
 
 
+# ModelConfig fields that only inference reads: training neither sets nor compares them.
+INFERENCE_ONLY = ("warp_factors", "warp_decide_frames")
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     features: FeatureConfig = field(default_factory=FeatureConfig)
@@ -67,6 +71,10 @@ class ModelConfig:
     rnn_hidden: int = 512  # width of each recurrent layer
     row_conv_tau: int = 10  # future output steps the row convolution sees (DS2 §3.7)
     clip: float = 20.0  # clipped ReLU ceiling: min(max(x, 0), clip)
+    # Speaker adaptation at inference (models/warp.py; training ignores it): each stream is
+    # run on these frequency-warp factors of its input and keeps the most confident; () is off.
+    warp_factors: tuple[float, ...] = ()
+    warp_decide_frames: int = 100  # output frames after which a stream's warp is fixed
 
     def __post_init__(self) -> None:
         _check(1 <= self.conv_layers <= 3, "conv_layers must be 1, 2 or 3")
@@ -80,6 +88,12 @@ class ModelConfig:
             "conv_time_kernel must be >= 2 * time_stride - 1 so streaming buffers hold its context",
         )
         _check(len(set(self.alphabet)) == len(self.alphabet), "alphabet has duplicate symbols")
+        _check(
+            all(0.5 <= a <= 2.0 for a in self.warp_factors)
+            and len(set(self.warp_factors)) == len(self.warp_factors),
+            "warp_factors must be distinct numbers from 0.5 to 2.0 (1.0: unwarped)",
+        )
+        _check(self.warp_decide_frames >= 1, "warp_decide_frames must be >= 1")
 
     @property
     def vocab_size(self) -> int:
@@ -98,6 +112,7 @@ class ModelConfig:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["alphabet"] = list(self.alphabet)
+        d["warp_factors"] = list(self.warp_factors)
         return d
 
     @classmethod
@@ -110,8 +125,9 @@ class ModelConfig:
         feats = d.pop("features", {})
         fknown = {f.name for f in dataclasses.fields(FeatureConfig)}
         _check(not (set(feats) - fknown), f"unknown feature keys: {sorted(set(feats) - fknown)}")
-        if "alphabet" in d:
-            d["alphabet"] = tuple(d["alphabet"])
+        for key in ("alphabet", "warp_factors"):
+            if key in d:
+                d[key] = tuple(d[key])
         return cls(features=FeatureConfig(**feats), **d)
 
 

@@ -41,7 +41,7 @@ from models.bundle import (
     save_bundle,
     unfold_batchnorm,
 )
-from models.config import ModelConfig
+from models.config import INFERENCE_ONLY, ModelConfig
 from models.data import Batch, DataConfig, SpeechDataset, collate, load_audio
 from models.ds2 import DS2
 from models.features import featurize
@@ -244,9 +244,11 @@ class Trainer:
         sees inputs on the scale it was trained on, and the BatchNorm calibration follows."""
         folded = load_bundle(path, device=str(self.dist.device))
         mine, theirs = self.model.config, folded.config
-        if dataclasses.replace(theirs, features=mine.features) != mine:
+        inference = {k: getattr(mine, k) for k in INFERENCE_ONLY}  # re-tuned after training
+        if dataclasses.replace(theirs, features=mine.features, **inference) != mine:
             m, t = mine.to_dict(), theirs.to_dict()
-            diff = {k: (t.get(k), v) for k, v in m.items() if t.get(k) != v and k != "features"}
+            skip = ("features", *INFERENCE_ONLY)
+            diff = {k: (t.get(k), v) for k, v in m.items() if t.get(k) != v and k not in skip}
             raise BundleError(f"{path} has another model config (bundle, run): {diff}")
         if theirs.features != mine.features:
             if theirs.features.n_bins != mine.features.n_bins:
@@ -486,7 +488,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--model-config", help="JSON file of ModelConfig fields (others default)")
     for f in dataclasses.fields(ModelConfig):
-        if f.name not in ("features", "alphabet"):
+        if f.name not in ("features", "alphabet", *INFERENCE_ONLY):
             p.add_argument(
                 f"--{f.name.replace('_', '-')}",
                 type=type(f.default) if f.default is not None else str,
@@ -516,7 +518,7 @@ def model_config_from_args(args: argparse.Namespace) -> ModelConfig:
     )
     for f in dataclasses.fields(ModelConfig):
         v = getattr(args, f.name, None)
-        if v is not None and f.name not in ("features", "alphabet"):
+        if v is not None and f.name not in ("features", "alphabet", *INFERENCE_ONLY):
             base[f.name] = v
     return ModelConfig.from_dict(base)
 

@@ -7,7 +7,8 @@
 #                                         # augmentation (frequency warp, SpecAugment)
 #   bash scripts/make_default.sh lifter   # continue from models/default on liftered features
 #                                         # (pitch harmonics removed: scripts/lifter.json)
-#   bash scripts/make_default.sh finish   # bundle, LM, alpha/beta, dev/test eval, CARD.md
+#   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate`
+#   bash scripts/make_default.sh evaluate # speaker-warp factors, alpha/beta, dev/test eval, CARD.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 H=.venv/bin/harken
@@ -44,6 +45,11 @@ case "${1:-}" in
     cp $RUN/bundle/model.safetensors $RUN/bundle/config.json $B/
     [ -f $B/lm.binary ] || $H build-lm --text data/corpus/lm_text.txt --order 4 \
       --prune 0 0 1 --quantize 8 --out $B
+    "$0" evaluate
+    ;;
+  evaluate)
+    # speaker adaptation first: the LM weight is tuned on the outputs the server will decode
+    $H tune-warp --bundle $B --manifest data/corpus/dev.jsonl --out $R/warp_dev.json
     $H tune-lm --bundle $B --manifest data/corpus/dev.jsonl --trials 60 --alpha 0.2 1.5 --beta 0 3.5 | tail -3
     for split in dev test; do
       $H eval --bundle $B --manifest data/corpus/$split.jsonl --beam --out $R/default_eval_$split.json
@@ -56,6 +62,6 @@ case "${1:-}" in
       --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|finish" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|finish|evaluate" >&2; exit 2
     ;;
 esac

@@ -3,7 +3,7 @@
 utterances.
 
 The network runs once over the manifest, in batches of similar-length utterances (fp32,
-`DS2.forward`, which streaming equals); each decoder then decodes the same log-probs.
+`DS2.forward` with the bundle's speaker adaptation, which streaming equals); each decoder then decodes the same log-probs.
 
     harken eval --bundle models/default --manifest data/corpus/test.jsonl --beam --out eval.json
 """
@@ -30,6 +30,7 @@ from models.data import Example, collate, load_audio
 from models.ds2 import DS2
 from models.features import featurize
 from models.manifest import Utterance, read_manifest
+from models.warp import adapted_forward
 from server.decoding import Decoder, build_decoder
 
 F32 = npt.NDArray[np.float32]
@@ -90,7 +91,7 @@ def log_probs(
         feats = [_features(model, a) for a in audio]
         no_labels = torch.zeros(0, dtype=torch.long)
         b = collate([Example(f, no_labels, i) for f, i in zip(feats, idx, strict=True)])
-        lp, n = model(b.feats, b.feat_lengths)
+        lp, n = adapted_forward(model, b.feats, b.feat_lengths)
         for j, i in enumerate(idx):
             out[i] = lp[j, : int(n[j])].float().numpy()
     return out, samples / rate

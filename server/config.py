@@ -43,6 +43,9 @@ class ServerConfig:
     # small steps of live streams on CPU (a flush: 8.9 ms with one, 12.7 with two, on 2 cores)
     # and leaves the other cores to the decoder processes.
     torch_threads: int = 1
+    # the bundle's speaker adaptation (models/warp.py), when it has one: off saves the extra
+    # model rows each new stream runs for its first seconds, at the accuracy it buys
+    speaker_adaptation: bool = True
     decoder: str = "beam"  # beam (with the bundle's LM when it has one) | greedy
     beam_size: int = 0  # beam width; 0 keeps the bundle's tuned decoder.json value
     max_upload_mb: float = 25.0  # REST upload limit (OpenAI's is 25 MB); larger gets 413

@@ -29,7 +29,11 @@ async def running_engine(
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)  # process-wide, as torch allows
     runner = await asyncio.to_thread(
-        ModelRunner.from_bundle, config.bundle, config.device, config.dtype
+        ModelRunner.from_bundle,
+        config.bundle,
+        config.device,
+        config.dtype,
+        config.speaker_adaptation,
     )
     await asyncio.to_thread(runner.warmup)
     dispatcher: BatchDispatcher[Chunk, F32] = BatchDispatcher(runner, config.dispatch, observer)

@@ -4,11 +4,17 @@ It owns the model and every stream's recurrent state. One batch = stack the stat
 streams, `step` (or `flush` for streams that end), unstack, and hand back each stream's real
 output rows as numpy. The torch work runs on one dedicated thread so the event loop stays
 free to take audio and send results while a step computes.
+
+With the model's speaker adaptation on (`models/warp.py`), a stream that has not yet chosen
+its warp is several rows of the batch, one per candidate factor, each with its own state;
+their outputs merge into the stream's one output and, once it has chosen, the other rows'
+states are dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +35,7 @@ from models.streaming import (
     step,
     unstack_states,
 )
+from models.warp import WarpChoice, select, warp_features
 from server.dispatch import Work
 
 F32 = npt.NDArray[np.float32]
@@ -44,6 +51,23 @@ class Chunk:
     feats: F32
 
 
+@dataclass
+class _Stream:
+    """What the runner holds for one stream: a model state per active warp candidate."""
+
+    states: list[StreamState]
+    choice: WarpChoice | None  # None: the model has no speaker adaptation
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One row of a batch: a stream's chunk under one warp factor."""
+
+    item: int  # index of the stream's work in the batch
+    feats: torch.Tensor  # [T, F] raw, warped
+    state: StreamState
+
+
 class ModelRunner:
     """Runs batches of stream chunks through a streaming DS2; implements `Runner`."""
 
@@ -52,19 +76,25 @@ class ModelRunner:
             raise ValueError("ModelRunner needs an eval-mode model (call model.eval())")
         self.model = model
         self.device = next(model.parameters()).device
-        self._states: dict[int, StreamState] = {}
+        self._streams: dict[int, _Stream] = {}
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
 
     @classmethod
-    def from_bundle(cls, path: str, device: str = "cpu", dtype: str = "fp32") -> ModelRunner:
+    def from_bundle(
+        cls, path: str, device: str = "cpu", dtype: str = "fp32", speaker_adaptation: bool = True
+    ) -> ModelRunner:
+        """The bundle's model; `speaker_adaptation=False` ignores its warp factors."""
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
-        return cls(load_bundle(path, device=device, dtype=DTYPES[dtype]))
+        model = load_bundle(path, device=device, dtype=DTYPES[dtype])
+        if not speaker_adaptation:
+            model.config = dataclasses.replace(model.config, warp_factors=())
+        return cls(model)
 
     @property
     def streams(self) -> int:
         """Streams whose state the runner holds."""
-        return len(self._states)
+        return len(self._streams)
 
     async def run(self, batch: Sequence[Work[Chunk]]) -> list[F32]:
         """Per item, log-probs [t, V] float32 of the output frames that became final."""
@@ -72,11 +102,11 @@ class ModelRunner:
         return await loop.run_in_executor(self._thread, self.run_sync, list(batch))
 
     def release(self, stream: int) -> None:
-        self._states.pop(stream, None)
+        self._streams.pop(stream, None)
 
     def close(self) -> None:
         self._thread.shutdown(wait=True, cancel_futures=True)
-        self._states.clear()
+        self._streams.clear()
 
     def run_sync(self, batch: list[Work[Chunk]]) -> list[F32]:
         """The batch on the calling thread; steps are grouped by chunk length, since a step
@@ -111,33 +141,70 @@ class ModelRunner:
                     f"got {shape[0]}; send the remainder with the last chunk"
                 )
 
-    def _state(self, stream: int) -> StreamState:
-        state = self._states.get(stream)
-        return init_state(self.model, 1) if state is None else state
+    def _stream(self, stream: int) -> _Stream:
+        held = self._streams.get(stream)
+        if held is not None:
+            return held
+        k = len(self.model.config.warp_factors)
+        states = [init_state(self.model, 1) for _ in range(max(k, 1))]
+        return _Stream(states, WarpChoice.start(k) if k else None)
+
+    def _rows(self, batch: list[Work[Chunk]]) -> tuple[list[_Stream], list[_Row]]:
+        """Each stream's chunk once per active warp candidate (once without adaptation)."""
+        factors, streams, rows = self.model.config.warp_factors, [], []
+        for i, work in enumerate(batch):
+            held = self._stream(work.stream)
+            streams.append(held)
+            feats = torch.from_numpy(work.chunk.feats).to(self.device)
+            active = held.choice.active if held.choice is not None else [0]
+            for k, state in zip(active, held.states, strict=True):
+                warped = warp_features(feats, factors[k]) if factors else feats
+                rows.append(_Row(i, warped, state))
+        return streams, rows
+
+    def _merge(
+        self, streams: list[_Stream], rows: list[_Row], outputs: list[torch.Tensor]
+    ) -> list[F32]:
+        """Per stream, its rows' outputs merged by its warp choice (in batch order)."""
+        per_item: dict[int, list[F32]] = defaultdict(list)
+        for row, out in zip(rows, outputs, strict=True):
+            per_item[row.item].append(_numpy(out))
+        merged = []
+        for i, held in enumerate(streams):
+            outs, choice = per_item[i], held.choice
+            if choice is None:
+                merged.append(outs[0])
+                continue
+            was = choice.active
+            merged.append(select(outs, choice, self.model.config.warp_decide_frames))
+            if choice.chosen is not None and len(was) > 1:
+                held.states = [held.states[was.index(choice.chosen)]]
+        return merged
 
     def _step(self, batch: list[Work[Chunk]]) -> list[F32]:
-        states = stack_states([self._state(w.stream) for w in batch])
-        feats = torch.from_numpy(np.stack([w.chunk.feats for w in batch])).to(self.device)
-        log_probs, new = step(self.model, feats, states)
-        for work, state in zip(batch, unstack_states(new), strict=True):
-            self._states[work.stream] = state
-        return [_numpy(x) for x in split_valid(log_probs, new)]
+        streams, rows = self._rows(batch)
+        states = stack_states([r.state for r in rows])
+        log_probs, new = step(self.model, torch.stack([r.feats for r in rows]), states)
+        fresh = unstack_states(new)
+        for i, (work, held) in enumerate(zip(batch, streams, strict=True)):
+            held.states = [s for r, s in zip(rows, fresh, strict=True) if r.item == i]
+            self._streams[work.stream] = held
+        return self._merge(streams, rows, split_valid(log_probs, new))
 
     def _flush(self, batch: list[Work[Chunk]]) -> list[F32]:
-        states = stack_states([self._state(w.stream) for w in batch])
-        lengths = [len(w.chunk.feats) for w in batch]
-        tail = np.zeros((len(batch), max(lengths), self.model.config.features.n_bins), np.float32)
-        for b, work in enumerate(batch):
-            tail[b, : lengths[b]] = work.chunk.feats
+        streams, rows = self._rows(batch)
+        states = stack_states([r.state for r in rows])
+        lengths = [len(r.feats) for r in rows]
+        n_bins = self.model.config.features.n_bins
+        tail = torch.zeros(len(rows), max(lengths), n_bins, device=self.device)
+        for b, row in enumerate(rows):
+            tail[b, : lengths[b]] = row.feats
         log_probs, new = flush(
-            self.model,
-            states,
-            torch.from_numpy(tail).to(self.device),
-            torch.tensor(lengths, dtype=torch.long, device=self.device),
+            self.model, states, tail, torch.tensor(lengths, dtype=torch.long, device=self.device)
         )
         for work in batch:
-            self._states.pop(work.stream, None)
-        return [_numpy(x) for x in split_valid(log_probs, new)]
+            self._streams.pop(work.stream, None)
+        return self._merge(streams, rows, split_valid(log_probs, new))
 
 
 def _numpy(log_probs: torch.Tensor) -> F32:

@@ -16,7 +16,6 @@ from models.augment import (
     augment_features,
     change_speed,
     colour_curve,
-    warp_frequencies,
 )
 from models.batching import (
     STRATEGIES,
@@ -28,6 +27,7 @@ from models.batching import (
 from models.config import FeatureConfig
 from models.data import DataConfig, SpeechDataset, collate, encode
 from models.manifest import ManifestError, Utterance, read_manifest, write_manifest
+from models.warp import warp_frequencies
 
 RNG = np.random.default_rng(0)
 LENGTHS = [float(x) for x in RNG.uniform(1.0, 15.0, size=203)]

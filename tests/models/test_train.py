@@ -19,6 +19,7 @@ from models.bundle import BundleError, load_bundle
 from models.data import Batch
 from models.manifest import Utterance, read_manifest, write_manifest
 from models.train import TrainConfig, Trainer, export
+from models.tune_warp import write_warp
 from tests.models.conftest import TINY_CONFIGS
 
 MODEL = TINY_CONFIGS["2d-gru"]
@@ -227,6 +228,7 @@ def test_fine_tuning_starts_from_the_bundle(tmp_path: Path) -> None:
     base = Trainer(MODEL, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "base")
     base.fit()
     bundle = export(base, tmp_path / "bundle", "train.jsonl")
+    write_warp(bundle, (0.8, 1.0), 50)  # inference-only settings never block a fine-tune
     tuned = Trainer(
         MODEL,
         train_config(init_from=str(bundle), calibration_utterances=6, augment=False),
@@ -246,6 +248,8 @@ def test_fine_tuning_starts_from_the_bundle(tmp_path: Path) -> None:
     provenance = load_bundle(export(tuned, tmp_path / "tuned_bundle", "train.jsonl")).provenance
     assert provenance["fine_tuned_from"] == str(bundle) and provenance["base_steps"] == 4
     assert provenance["steps"] == 6 and provenance["augmentation"] == "none"  # 3 epochs x 2
+    # the fine-tuned model is another model: its warp is tuned afresh, not inherited
+    assert load_bundle(tmp_path / "tuned_bundle").config.warp_factors == ()
 
     other = dataclasses.replace(MODEL, rnn_hidden=MODEL.rnn_hidden * 2)
     wrong = Trainer(other, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "wrong")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import torch
 from models.bundle import save_bundle
 from models.config import ModelConfig
 from models.ds2 import DS2
+from models.tune_warp import write_warp
 from server.config import ServerConfig
 from tests.server.serving import AUDIO_PCM, Running, reference_text, running
 
@@ -35,6 +37,16 @@ def tiny_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
         model.feat_std.fill_(3.0)
         model.output.bias[1] += 0.5  # more spaces: random weights then spell several "words"
     return save_bundle(model, tmp_path_factory.mktemp("bundle") / "tiny")
+
+
+@pytest.fixture(scope="session")
+def warped_bundle(tiny_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny bundle with speaker adaptation on, deciding after 6 frames (0.12 s), so
+    streams decide mid-way and the short ones never do."""
+    bundle = tmp_path_factory.mktemp("warped") / "tiny"
+    shutil.copytree(tiny_bundle, bundle)
+    write_warp(bundle, (0.8, 1.0, 1.25), 6)
+    return bundle
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from models.bundle import load_bundle
 from models.features import featurize
+from models.warp import adapted_forward
 from server.app import create_app
 from server.config import ServerConfig
 from server.decoding import build_decoder
@@ -93,11 +94,11 @@ def pcm16(audio: F32) -> bytes:
 
 
 def reference_text(bundle: Path, audio16k: F32) -> str:
-    """Whole-utterance forward, then the bundle's decoder: what any chunking must reproduce."""
+    """Whole-utterance forward (with the bundle's speaker adaptation), then the bundle's
+    decoder: what any chunking must reproduce."""
     model = load_bundle(bundle)
     feats = featurize(audio16k, model.config.features)
-    with torch.no_grad():
-        log_probs, n = model(torch.from_numpy(feats)[None], torch.tensor([len(feats)]))
+    log_probs, n = adapted_forward(model, torch.from_numpy(feats)[None], torch.tensor([len(feats)]))
     stream = build_decoder(bundle, model.config).start()
     stream.advance(log_probs[0, : int(n[0])].numpy())
     return stream.finalize()[0].text

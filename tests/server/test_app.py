@@ -168,6 +168,20 @@ def test_a_bundle_with_an_lm_is_decoded_with_it(tiny_bundle: Path, tmp_path: Pat
     assert final["text"] == expected
 
 
+def test_a_bundle_with_speaker_adaptation_streams_what_it_transcribes_offline(
+    warped_bundle: Path,
+) -> None:
+    expected = reference_text(
+        warped_bundle, np.frombuffer(AUDIO_PCM, "<i2").astype(np.float32) / 32768
+    )
+    with running(ServerConfig(bundle=str(warped_bundle))) as server:
+        with connect(f"{server.ws}/v1/stream") as ws:
+            *_, final = stream(ws, AUDIO_PCM, frame=778)
+        with connect(f"{server.ws}/v1/stream") as ws:
+            *_, again = stream(ws, AUDIO_PCM, frame=3200)
+    assert final["text"] == again["text"] == expected
+
+
 def test_harken_transcribe_in_process_and_through_a_server(
     server: Running,
     expected: str,

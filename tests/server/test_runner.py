@@ -11,7 +11,9 @@ import pytest
 import torch
 
 from models.bundle import load_bundle
+from models.ds2 import DS2
 from models.features import featurize
+from models.warp import adapted_forward
 from server.dispatch import BatchDispatcher, Work
 from server.runner import Chunk, ModelRunner
 
@@ -25,9 +27,8 @@ def _utterance(seed: int, seconds: float) -> F32:
     return np.asarray(tone + 0.05 * rng.standard_normal(len(t)), np.float32)
 
 
-def _whole(model: torch.nn.Module, feats: F32) -> F32:
-    with torch.no_grad():
-        log_probs, n = model(torch.from_numpy(feats)[None], torch.tensor([len(feats)]))
+def _whole(model: DS2, feats: F32) -> F32:
+    log_probs, n = adapted_forward(model, torch.from_numpy(feats)[None], torch.tensor([len(feats)]))
     return np.asarray(log_probs[0, : int(n[0])].numpy(), np.float32)
 
 
@@ -38,11 +39,13 @@ def _chunks(feats: F32, size: int, stride: int) -> list[tuple[F32, bool]]:
     return [*steps, (feats[body:], True)]
 
 
+@pytest.mark.parametrize("adapted", [False, True], ids=["plain", "speaker-warp"])
 def test_interleaved_streams_through_the_dispatcher_equal_whole_utterances(
-    tiny_bundle: Path,
+    tiny_bundle: Path, warped_bundle: Path, adapted: bool
 ) -> None:
-    runner = ModelRunner.from_bundle(str(tiny_bundle))
-    model = load_bundle(tiny_bundle)
+    bundle = warped_bundle if adapted else tiny_bundle
+    runner = ModelRunner.from_bundle(str(bundle))
+    model = load_bundle(bundle)
     stride = model.config.time_stride
     feats = [
         featurize(_utterance(s, secs), model.config.features)
@@ -68,6 +71,12 @@ def test_interleaved_streams_through_the_dispatcher_equal_whole_utterances(
     outputs = asyncio.run(main())
     for f, out in zip(feats, outputs, strict=True):
         np.testing.assert_allclose(out, _whole(model, f), atol=1e-4)
+    if adapted:  # the adaptation really chose: some stream kept a warped copy
+        unwarped = load_bundle(tiny_bundle)
+        assert any(
+            not np.allclose(out, _whole(unwarped, f), atol=1e-4)
+            for f, out in zip(feats, outputs, strict=True)
+        )
     assert runner.streams == 0  # every finished stream's state is gone
     runner.close()
 
@@ -96,3 +105,21 @@ def test_release_drops_a_stream_state(tiny_bundle: Path) -> None:
     runner.warmup()
     assert runner.streams == 0
     runner.close()
+
+
+def test_speaker_adaptation_can_be_switched_off(tiny_bundle: Path, warped_bundle: Path) -> None:
+    model = load_bundle(tiny_bundle)
+    feats = featurize(_utterance(0, 1.3), model.config.features)
+    body = len(feats) - len(feats) % model.config.time_stride
+    outs = {}
+    for name, runner in {
+        "off": ModelRunner.from_bundle(str(warped_bundle), speaker_adaptation=False),
+        "on": ModelRunner.from_bundle(str(warped_bundle)),
+    }.items():
+        first = runner.run_sync([Work(1, Chunk(feats[:body]))])[0]
+        outs[name] = np.concatenate(
+            [first, runner.run_sync([Work(1, Chunk(feats[body:]), last=True)])[0]]
+        )
+        runner.close()
+    np.testing.assert_allclose(outs["off"], _whole(model, feats), atol=1e-4)
+    assert not np.allclose(outs["on"], outs["off"], atol=1e-4)

@@ -1,0 +1,143 @@
+"""Speaker adaptation by frequency warping, chosen by the model's own confidence.
+
+A model trained on few speakers hears an unseen voice far better once that voice's spectrum
+is scaled towards the voices it learnt (vocal-tract-length normalisation): on the default
+model, a held-out female voice warped down by 0.75 loses a quarter of its character errors.
+Which warp suits a voice is not known in advance, so the model runs on a few warped copies
+of the same features at once and, per stream, the copy whose outputs are the most
+confident so far (lowest cumulative entropy) supplies each output frame; once
+`decide_frames` frames have been seen the stream keeps that copy alone and the others stop
+costing anything. The rule only looks at frames already produced, so a stream fed in
+chunks chooses exactly as the whole utterance does: streaming still equals offline.
+
+The same warp geometry serves training's vocal-tract-length perturbation (`models/augment`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from torch import Tensor
+
+if TYPE_CHECKING:
+    from models.ds2 import DS2
+
+F32 = npt.NDArray[np.float32]
+F64 = npt.NDArray[np.float64]
+
+
+def warp_matrix(n_bins: int, alpha: float, boundary: float = 0.6) -> F32:
+    """[F, F] matrix M with `spectrum @ M` = the spectrum with content at frequency f moved
+    to alpha * f, piecewise linearly so that 0 and Nyquist stay put (the kink sits at
+    `boundary` of Nyquist, scaled as in Jaitly & Hinton, 2013); each output bin linearly
+    interpolates its two nearest source bins."""
+    nyq = n_bins - 1.0
+    knee = boundary * nyq * min(alpha, 1.0)  # in output bins
+    src = np.arange(n_bins, dtype=np.float64)
+    # where each source bin lands; invert by interpolation to find each output bin's source
+    dst = np.where(
+        src <= knee / alpha,
+        src * alpha,
+        nyq - (nyq - knee) / (nyq - knee / alpha) * (nyq - src),
+    )
+    pos = np.interp(src, dst, src)
+    lo = np.clip(np.floor(pos).astype(int), 0, n_bins - 2)
+    frac = pos - lo
+    m = np.zeros((n_bins, n_bins), np.float64)
+    np.add.at(m, (lo, np.arange(n_bins)), 1.0 - frac)
+    np.add.at(m, (lo + 1, np.arange(n_bins)), frac)
+    return m.astype(np.float32)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_matrix(n_bins: int, alpha: float) -> Tensor:
+    """Serving uses a handful of fixed factors: their matrices are built once."""
+    return torch.from_numpy(warp_matrix(n_bins, alpha))
+
+
+def warp_frequencies(logspec: F32, alpha: float) -> F32:
+    """A [T, F] log spectrogram warped by `alpha` (>1 moves formants up); a new array."""
+    if alpha == 1.0:
+        return np.array(logspec, dtype=np.float32, copy=True)
+    return np.asarray(logspec @ warp_matrix(logspec.shape[1], float(alpha)), np.float32)
+
+
+def frame_entropy(log_probs: F32) -> F64:
+    """Entropy in nats of each output frame's distribution [T, V] -> [T]."""
+    lp = log_probs.astype(np.float64)
+    return np.asarray(-(np.exp(lp) * lp).sum(axis=1))
+
+
+@dataclass
+class WarpChoice:
+    """One stream's choice among K warp factors, updated frame by frame."""
+
+    entropy: F64  # [K] summed entropy of each candidate's frames so far
+    frames: int = 0  # output frames seen
+    chosen: int | None = None  # the candidate kept for good, once decided
+
+    @classmethod
+    def start(cls, k: int) -> WarpChoice:
+        return cls(np.zeros(k, np.float64))
+
+    @property
+    def active(self) -> list[int]:
+        """Candidates that still have to run."""
+        return list(range(len(self.entropy))) if self.chosen is None else [self.chosen]
+
+
+def select(outputs: Sequence[F32], choice: WarpChoice, decide_frames: int) -> F32:
+    """Merge the active candidates' next frames [t, V] (one array each, in `choice.active`
+    order) into the stream's output [t, V]; `choice` is updated in place."""
+    if choice.chosen is not None:
+        assert len(outputs) == 1, "a decided stream runs one candidate"
+        return outputs[0]
+    assert len(outputs) == len(choice.entropy), "an undecided stream runs every candidate"
+    t = len(outputs[0])
+    assert all(len(o) == t for o in outputs), "candidates must emit the same frames"
+    entropies = np.stack([frame_entropy(o) for o in outputs]) if t else np.zeros((0, 0))
+    out = np.empty_like(outputs[0])
+    for i in range(t):
+        choice.entropy += entropies[:, i]
+        choice.frames += 1
+        k = int(np.argmin(choice.entropy))
+        out[i] = outputs[k][i]
+        if choice.frames >= decide_frames:
+            choice.chosen = k
+            out[i + 1 :] = outputs[k][i + 1 :]
+            break
+    return out
+
+
+def warp_features(feats: Tensor, alpha: float) -> Tensor:
+    """Raw log-spectrogram frames [..., F] warped by `alpha` (a torch tensor, any batch)."""
+    if alpha == 1.0:
+        return feats
+    m = _cached_matrix(feats.shape[-1], float(alpha))
+    return feats @ m.to(device=feats.device, dtype=feats.dtype)
+
+
+@torch.no_grad()
+def adapted_forward(model: DS2, feats: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+    """`model(feats, lengths)` with the model's warp adaptation applied to each utterance:
+    exactly what the streaming server produces for it. Without warp factors, plain forward."""
+    factors = model.config.warp_factors
+    if not factors:
+        lp, n = model(feats, lengths)
+        return lp, n
+    b = feats.shape[0]
+    stacked = torch.cat([warp_features(feats, a) for a in factors])
+    lp, n = model(stacked, lengths.repeat(len(factors)))
+    out = lp[:b].clone()
+    for i in range(b):
+        t = int(n[i])
+        candidates = [lp[k * b + i, :t].float().numpy() for k in range(len(factors))]
+        merged = select(candidates, WarpChoice.start(len(factors)), model.config.warp_decide_frames)
+        out[i, :t] = torch.from_numpy(merged).to(out.dtype)
+    return out, n[:b]
