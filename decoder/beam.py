@@ -53,7 +53,7 @@ class DecoderConfig:
 
     alpha: float = 0.5  # LM weight (on natural-log LM probabilities)
     beta: float = 1.0  # bonus per word (word LM, or no LM) or per character (character LM)
-    beam_width: int = 128  # beams kept after each frame (128: pyctcdecode-100 WER, 8x faster)
+    beam_width: int = 128  # beams kept after each frame (decoder/results: vs pyctcdecode-100)
     cutoff_prob: float = 0.99  # DS2 p: extend by the fewest symbols whose mass reaches it
     cutoff_top_n: int = 40  # DS2 K: and by at most this many symbols per frame
     score_threshold: float = 25.0  # drop beams whose Q is more than this below the best
