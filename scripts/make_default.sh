@@ -7,6 +7,7 @@
 #                                         # augmentation (frequency warp, SpecAugment)
 #   bash scripts/make_default.sh lifter   # continue from models/default on liftered features
 #                                         # (pitch harmonics removed: scripts/lifter.json)
+#   bash scripts/make_default.sh more     # another stretch from models/default (runs/more)
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate`
 #   bash scripts/make_default.sh evaluate # speaker-warp factors, alpha/beta, dev/test eval, CARD.md
 set -euo pipefail
@@ -15,31 +16,40 @@ H=.venv/bin/harken
 RUN=${RUN:-runs/default}  # finish exports from this run (runs/finetune after finetune)
 B=models/default
 R=models/results
+DATA="--train data/corpus/train.jsonl --dev data/corpus/dev.jsonl"
+NET="--device cpu --precision fp32 --conv-type 1d --conv-channels 256 --rnn-layers 3 \
+  --rnn-hidden 384 --row-conv-tau 10"
+
+# a training stretch that starts from models/default: OUT LR BUDGET_S DEV_EVERY [more flags]
+from_default() {
+  local out=$1 lr=$2 budget=$3 dev_every=$4
+  shift 4
+  # shellcheck disable=SC2086  # DATA and NET are flag lists
+  $H train $DATA $NET --out "$out" --init-from $B "$@" --batch-size "${BATCH:-16}" \
+    --lr "$lr" --warmup-steps 100 --epochs 100 --time-budget-s "${BUDGET_S:-$budget}" \
+    --workers 1 --checkpoint-every 200 --dev-every "$dev_every" --strategy alternated \
+    --sortagrad false
+}
+
 case "${1:-}" in
   corpus)
     $H synth --out data/corpus --workers "$(nproc)"
     ;;
   train)
-    $H train --train data/corpus/train.jsonl --dev data/corpus/dev.jsonl --out $RUN \
-      --device cpu --precision fp32 --conv-type 1d --conv-channels 256 --rnn-layers 3 \
-      --rnn-hidden 384 --row-conv-tau 10 --batch-size "${BATCH:-16}" --lr 1.5e-3 --warmup-steps 300 \
+    # shellcheck disable=SC2086
+    $H train $DATA $NET --out $RUN --batch-size "${BATCH:-16}" --lr 1.5e-3 --warmup-steps 300 \
       --epochs 100 --time-budget-s "${BUDGET_S:-6600}" --workers 1 --checkpoint-every 200 \
       --strategy alternated
     ;;
   finetune)
-    $H train --train data/corpus/train.jsonl --dev data/corpus/dev.jsonl --out runs/finetune \
-      --init-from $B --device cpu --precision fp32 --conv-type 1d --conv-channels 256 \
-      --rnn-layers 3 --rnn-hidden 384 --row-conv-tau 10 --batch-size "${BATCH:-16}" --lr 1e-3 \
-      --warmup-steps 100 --epochs 100 --time-budget-s "${BUDGET_S:-4900}" --workers 1 \
-      --checkpoint-every 200 --dev-every 300 --strategy alternated --sortagrad false
+    from_default runs/finetune 1e-3 4900 300
     ;;
   lifter)
-    $H train --train data/corpus/train.jsonl --dev data/corpus/dev.jsonl --out runs/lifter \
-      --init-from $B --model-config scripts/lifter.json --device cpu --precision fp32 \
-      --conv-type 1d --conv-channels 256 --rnn-layers 3 --rnn-hidden 384 --row-conv-tau 10 \
-      --batch-size "${BATCH:-16}" --lr 1e-3 --warmup-steps 100 --epochs 100 \
-      --time-budget-s "${BUDGET_S:-5400}" --workers 1 --checkpoint-every 200 --dev-every 600 \
-      --strategy alternated --sortagrad false
+    from_default runs/lifter 1e-3 5400 600 --model-config scripts/lifter.json
+    ;;
+  more)
+    # another stretch on the same recipe, at a lower peak rate
+    from_default runs/more 7e-4 4800 600 --model-config scripts/lifter.json
     ;;
   finish)
     cp $RUN/bundle/model.safetensors $RUN/bundle/config.json $B/
@@ -62,6 +72,6 @@ case "${1:-}" in
       --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|finish|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|finish|evaluate" >&2; exit 2
     ;;
 esac
