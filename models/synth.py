@@ -36,8 +36,10 @@ SAMPLE_RATE = 16000
 SPLITS = ("train", "dev", "test")
 SECONDS_PER_WORD = 0.36  # planning estimate at the engines' default rate; stats use real sizes
 # Share of training utterances per voice family: espeak-ng has the most speakers and accents;
-# the natural-sounding flite and festival voices are closest to the held-out ones.
-FAMILY_WEIGHTS = {"espeak": 0.45, "flite": 0.3, "festival": 0.25}
+# the natural-sounding flite, festival and pico voices are closest to the held-out ones, and
+# pico's two are the only natural female ones (the shares renormalise over enabled engines).
+FAMILY_WEIGHTS = {"espeak": 0.3, "flite": 0.25, "festival": 0.2, "pico": 0.25}
+ENGINES = ("espeak-ng", "flite", "festival", "pico")
 HIGH_PITCH_SHARE = 0.4  # diphone renders at 1.6-2.1x their pitch (female range)
 HIGH_PITCH_VOICES = {"flite:kal", "flite:kal16", "festival:kal_diphone", "festival:ked_diphone"}
 
@@ -64,7 +66,7 @@ class SynthConfig:
     test_minutes: float = 25.0  # planned test speech, held-out voices
     renders: int = 1  # training voices per sentence; >1 trades text variety for speakers
     seed: int = 0
-    engines: tuple[str, ...] = ("espeak-ng", "flite", "festival")  # which engines to use
+    engines: tuple[str, ...] = ENGINES  # which engines to use
     limit_sentences: int = 0  # use only this many sentences (0: all), for quick tests
     max_seconds: float = 20.0  # longer renders (a 300-letter chemical name) stay out of manifests
 
@@ -73,8 +75,10 @@ class SynthConfig:
             raise ValueError("train_hours, dev_minutes and test_minutes must be >= 0")
         if self.renders < 1 or self.max_seconds <= 0:
             raise ValueError("renders must be >= 1 and max_seconds > 0")
-        if unknown := set(self.engines) - {"espeak-ng", "flite", "festival"}:
-            raise ValueError(f"unknown engines {sorted(unknown)}; use espeak-ng, flite, festival")
+        if unknown := set(self.engines) - set(ENGINES):
+            raise ValueError(f"unknown engines {sorted(unknown)}; use {', '.join(ENGINES)}")
+        if "pico" in self.engines and not voices.pico_available():
+            raise ValueError("engine pico needs the ttspico package (scripts/setup.sh installs it)")
 
 
 def training_voices(engines: Sequence[str]) -> tuple[list[Voice], list[float]]:
@@ -83,6 +87,7 @@ def training_voices(engines: Sequence[str]) -> tuple[list[Voice], list[float]]:
         "espeak": voices.TRAIN_ESPEAK,
         "flite": voices.TRAIN_FLITE,
         "festival": voices.TRAIN_FESTIVAL,
+        "pico": voices.TRAIN_PICO,
     }
     pool, weights = [], []
     for family, members in families.items():
@@ -133,8 +138,8 @@ def plan(sentences: list[Normalised], cfg: SynthConfig) -> list[Job]:
 
 def _pitch(rng: random.Random, voice: Voice) -> float:
     """Relative pitch: around the voice's own, and for the (all male) diphone voices a share
-    in the female range, which no natural-sounding training voice has (flite's clustergen
-    `rms` ignores pitch settings; the trainer's frequency warp covers it)."""
+    in the female range, where pico's two women are the only other natural-sounding voices
+    (flite's clustergen `rms` ignores pitch settings; the trainer's frequency warp covers it)."""
     if voice.label in HIGH_PITCH_VOICES and rng.random() < HIGH_PITCH_SHARE:
         return rng.uniform(1.6, 2.1)
     return rng.uniform(0.75, 1.3)

@@ -8,6 +8,8 @@
 #   bash scripts/make_default.sh lifter   # continue from models/default on liftered features
 #                                         # (pitch harmonics removed: scripts/lifter.json)
 #   bash scripts/make_default.sh more     # another stretch from models/default (runs/more)
+#   bash scripts/make_default.sh pico     # continue from models/default on a corpus that has
+#                                         # pico's two women (runs/pico)
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate`
 #   bash scripts/make_default.sh evaluate # speaker-warp factors, alpha/beta, dev/test eval, CARD.md
 set -euo pipefail
@@ -51,6 +53,10 @@ case "${1:-}" in
     # another stretch on the same recipe, at a lower peak rate
     from_default runs/more 7e-4 4800 600 --model-config scripts/lifter.json
     ;;
+  pico)
+    # the corpus gained pico's voices (the only natural female training voices)
+    from_default runs/pico 8e-4 5400 600 --model-config scripts/lifter.json
+    ;;
   finish)
     cp $RUN/bundle/model.safetensors $RUN/bundle/config.json $B/
     [ -f $B/lm.binary ] || $H build-lm --text data/corpus/lm_text.txt --order 4 \
@@ -72,6 +78,6 @@ case "${1:-}" in
       --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|finish|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|finish|evaluate" >&2; exit 2
     ;;
 esac

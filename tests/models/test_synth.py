@@ -104,3 +104,31 @@ def test_pitch_reaches_the_female_range(tmp_path: Path, voice: Voice) -> None:
     render(voice, spoken, Prosody(pitch=1.9), tmp_path / "high.wav")
     own, high = _median_f0(tmp_path / "own.wav"), _median_f0(tmp_path / "high.wav")
     assert own < 150 and high > 1.5 * own, (own, high)
+
+
+@pytest.mark.parametrize("name", ["en-US", "en-GB"])
+def test_pico_women_speak_in_the_female_range_and_follow_pitch(tmp_path: Path, name: str) -> None:
+    """Pico's voices are the only natural female training voices: they must sound female by
+    default, take a lower pitch when asked, and come out of a corpus build as 16 kHz speech."""
+    voice = Voice("pico", name)
+    spoken = "how are you doing today my friend"
+    render(voice, spoken, Prosody(), tmp_path / "own.wav")
+    render(voice, spoken, Prosody(rate=1.2, pitch=0.6), tmp_path / "low.wav")
+    own, low = _median_f0(tmp_path / "own.wav"), _median_f0(tmp_path / "low.wav")
+    assert own > 160 and low < 0.8 * own, (own, low)
+    assert sf.info(str(tmp_path / "low.wav")).duration < sf.info(str(tmp_path / "own.wav")).duration
+
+
+def test_a_build_with_pico_keeps_it_in_training_only(tmp_path: Path) -> None:
+    args = _args(tmp_path)
+    args.engines, args.renders = "pico,flite", 5  # every voice
+    assert synth.main(args) == 0
+    train = read_manifest(args.out / "train.jsonl", check_audio=True)
+    dev_test = [u for s in ("dev", "test") for u in read_manifest(args.out / f"{s}.jsonl")]
+    assert {"pico:en-US", "pico:en-GB"} <= {u.voice for u in train}
+    assert {u.voice for u in dev_test} <= {v.label for v in HELD_OUT}
+
+
+def test_unknown_engine_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="use espeak-ng, flite, festival, pico"):
+        synth.SynthConfig(engines=("espeak-ng", "sapi"))
