@@ -85,7 +85,12 @@ def card(meta: dict[str, Any], stats: dict[str, Any], evals: dict[str, dict[str,
                 f"- {split}: {s.get('utterances')} utterances, {s.get('hours')} h; {voices}"
             )
     lines += ["", "## Training"]
-    lines += [f"- {k.replace('_', ' ')}: {v}" for k, v in prov.items()]
+    lines += [f"- {k.replace('_', ' ')}: {v}" for k, v in prov.items() if k != "earlier_stages"]
+    for i, stage in enumerate(prov.get("earlier_stages", []), 1):
+        lines.append(
+            f"- earlier stage {i}: "
+            + "; ".join(f"{k.replace('_', ' ')} {v}" for k, v in stage.items())
+        )
     lines += ["", "## Accuracy (`harken eval`)"]
     for split, report in evals.items():
         lines.append(f"- {split} ({report['utterances']} utterances): " + "; ".join(_rates(report)))

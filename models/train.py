@@ -470,11 +470,29 @@ def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
         else "none",
     }
     if trainer.cfg.init_from:  # what the fine-tuned bundle had behind it, by value
-        base = read_bundle_config(trainer.cfg.init_from).get("provenance", {})
         provenance["fine_tuned_from"] = trainer.cfg.init_from
-        for key in ("steps", "epochs_completed", "train_time_hours", "augmentation"):
-            provenance[f"base_{key}"] = base.get(key, "not recorded")
+        stages = lineage(read_bundle_config(trainer.cfg.init_from).get("provenance", {}))
+        provenance["earlier_stages"] = stages
+        hours = [s["train_time_hours"] for s in [*stages, provenance]]
+        if all(isinstance(h, int | float) for h in hours):
+            provenance["total_train_time_hours"] = round(sum(hours), 2)
     return save_bundle(trainer.model, path, provenance=provenance)
+
+
+STAGE_KEYS = ("train_manifest", "steps", "epochs_completed", "train_time_hours", "augmentation")
+
+
+def lineage(base: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every training stage behind a base bundle's weights, oldest first, so that a chain of
+    fine-tunes keeps the whole history (bundles from before this kept one earlier stage as
+    `base_*` keys, and anything before that is not recorded)."""
+    if "earlier_stages" in base:
+        earlier = list(base["earlier_stages"])
+    elif "base_steps" in base:
+        earlier = [{k: base[f"base_{k}"] for k in STAGE_KEYS if f"base_{k}" in base}]
+    else:
+        earlier = []
+    return [*earlier, {k: base.get(k, "not recorded") for k in STAGE_KEYS}]
 
 
 # -- command line ------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from models.batching import BatchConfig
 from models.bundle import BundleError, load_bundle
 from models.data import Batch
 from models.manifest import Utterance, read_manifest, write_manifest
-from models.train import TrainConfig, Trainer, export
+from models.train import TrainConfig, Trainer, export, lineage
 from models.tune_warp import write_warp
 from tests.models.conftest import TINY_CONFIGS
 
@@ -246,7 +246,11 @@ def test_fine_tuning_starts_from_the_bundle(tmp_path: Path) -> None:
     torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
     tuned.fit()
     provenance = load_bundle(export(tuned, tmp_path / "tuned_bundle", "train.jsonl")).provenance
-    assert provenance["fine_tuned_from"] == str(bundle) and provenance["base_steps"] == 4
+    assert provenance["fine_tuned_from"] == str(bundle)
+    assert [s["steps"] for s in provenance["earlier_stages"]] == [4]
+    assert provenance["total_train_time_hours"] == pytest.approx(
+        provenance["train_time_hours"] + provenance["earlier_stages"][0]["train_time_hours"]
+    )
     assert provenance["steps"] == 6 and provenance["augmentation"] == "none"  # 3 epochs x 2
     # the fine-tuned model is another model: its warp is tuned afresh, not inherited
     assert load_bundle(tmp_path / "tuned_bundle").config.warp_factors == ()
@@ -283,3 +287,18 @@ def test_fine_tuning_can_switch_on_the_lifter(tmp_path: Path) -> None:
     wrong = Trainer(wider, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "wrong")
     with pytest.raises(BundleError, match="feature bins"):
         wrong.init_from_bundle(bundle)
+
+
+def test_a_chain_of_fine_tunes_keeps_every_stage() -> None:
+    """Bundles from before stages were kept name one earlier stage as base_* keys."""
+    legacy = {
+        "steps": 3999,
+        "train_time_hours": 2.0,
+        "base_steps": 2539,
+        "base_train_time_hours": 1.36,
+    }
+    stages = lineage(legacy)
+    assert [(s["steps"], s["train_time_hours"]) for s in stages] == [(2539, 1.36), (3999, 2.0)]
+    newer = {"steps": 10, "train_time_hours": 0.5, "earlier_stages": stages}
+    assert [s["steps"] for s in lineage(newer)] == [2539, 3999, 10]
+    assert lineage({"steps": 5})[0]["train_time_hours"] == "not recorded"
