@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from models.card import provenance_lines
 from models.config import ModelConfig
 from models.ds2 import DS2, ConvLayer, RecurrentLayer, SequenceBatchNorm
 
@@ -155,8 +156,7 @@ def default_card(model: DS2, provenance: dict[str, Any]) -> str:
         f"- parameters: {model.num_parameters():,}",
         f"- output frame: {cfg.frame_seconds * 1000:.0f} ms; alphabet: {''.join(cfg.alphabet)!r}",
     ]
-    lines += [f"- {k}: {v}" for k, v in provenance.items()]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *provenance_lines(provenance)]) + "\n"
 
 
 def read_bundle_config(path: str | Path) -> dict[str, Any]:

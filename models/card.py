@@ -45,6 +45,15 @@ def _adaptation(cfg: ModelConfig) -> str:
     )
 
 
+def provenance_lines(prov: dict[str, Any]) -> list[str]:
+    """One Markdown item per provenance field, and one per earlier training stage."""
+    lines = [f"- {k.replace('_', ' ')}: {v}" for k, v in prov.items() if k != "earlier_stages"]
+    for i, stage in enumerate(prov.get("earlier_stages", []), 1):
+        fields = "; ".join(f"{k.replace('_', ' ')} {v}" for k, v in stage.items())
+        lines.append(f"- earlier stage {i}: {fields}")
+    return lines
+
+
 def card(meta: dict[str, Any], stats: dict[str, Any], evals: dict[str, dict[str, Any]]) -> str:
     cfg = ModelConfig.from_dict(meta["model"])
     prov = meta.get("provenance", {})
@@ -85,12 +94,7 @@ def card(meta: dict[str, Any], stats: dict[str, Any], evals: dict[str, dict[str,
                 f"- {split}: {s.get('utterances')} utterances, {s.get('hours')} h; {voices}"
             )
     lines += ["", "## Training"]
-    lines += [f"- {k.replace('_', ' ')}: {v}" for k, v in prov.items() if k != "earlier_stages"]
-    for i, stage in enumerate(prov.get("earlier_stages", []), 1):
-        lines.append(
-            f"- earlier stage {i}: "
-            + "; ".join(f"{k.replace('_', ' ')} {v}" for k, v in stage.items())
-        )
+    lines += provenance_lines(prov)
     lines += ["", "## Accuracy (`harken eval`)"]
     for split, report in evals.items():
         lines.append(f"- {split} ({report['utterances']} utterances): " + "; ".join(_rates(report)))

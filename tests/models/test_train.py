@@ -7,6 +7,7 @@ import dataclasses
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -247,9 +248,10 @@ def test_fine_tuning_starts_from_the_bundle(tmp_path: Path) -> None:
     tuned.fit()
     provenance = load_bundle(export(tuned, tmp_path / "tuned_bundle", "train.jsonl")).provenance
     assert provenance["fine_tuned_from"] == str(bundle)
-    assert [s["steps"] for s in provenance["earlier_stages"]] == [4]
+    stages: Any = provenance["earlier_stages"]
+    assert [s["steps"] for s in stages] == [4]
     assert provenance["total_train_time_hours"] == pytest.approx(
-        provenance["train_time_hours"] + provenance["earlier_stages"][0]["train_time_hours"]
+        provenance["train_time_hours"] + stages[0]["train_time_hours"]
     )
     assert provenance["steps"] == 6 and provenance["augmentation"] == "none"  # 3 epochs x 2
     # the fine-tuned model is another model: its warp is tuned afresh, not inherited
