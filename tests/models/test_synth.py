@@ -109,7 +109,7 @@ def test_pitch_reaches_the_female_range(tmp_path: Path, voice: Voice) -> None:
 @pytest.mark.parametrize("name", ["en-US", "en-GB"])
 def test_pico_women_speak_in_the_female_range_and_follow_pitch(tmp_path: Path, name: str) -> None:
     """Pico's voices are the only natural female training voices: they must sound female by
-    default, take a lower pitch when asked, and come out of a corpus build as 16 kHz speech."""
+    default and take a lower pitch and a faster rate when asked."""
     voice = Voice("pico", name)
     spoken = "how are you doing today my friend"
     render(voice, spoken, Prosody(), tmp_path / "own.wav")
