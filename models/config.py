@@ -131,6 +131,19 @@ class ModelConfig:
         return cls(features=FeatureConfig(**feats), **d)
 
 
+def parse_bool(raw: object) -> bool:
+    """true/false, yes/no, on/off, 1/0 from a flag or environment variable.
+
+    Plain bool() would take "false" as True; this refuses anything else with a reason.
+    """
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {raw!r}")
+
+
 def _check(ok: bool, message: str) -> None:
     if not ok:
         raise ValueError(message)

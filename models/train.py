@@ -41,7 +41,7 @@ from models.bundle import (
     save_bundle,
     unfold_batchnorm,
 )
-from models.config import INFERENCE_ONLY, ModelConfig
+from models.config import INFERENCE_ONLY, ModelConfig, parse_bool
 from models.data import Batch, DataConfig, SpeechDataset, collate, load_audio
 from models.ds2 import DS2
 from models.features import featurize
@@ -397,10 +397,10 @@ class Trainer:
                         "audio_s_per_s": rate,
                     }
                 )
-            if p.step % self.cfg.checkpoint_every == 0:
-                self.save_checkpoint()
             if self.cfg.dev_every and p.step % self.cfg.dev_every == 0 and self.dist.main:
                 scores = self.evaluate()
+                # kept in the history too, so the exported card reports the latest dev score
+                p.history.append({"epoch": p.epoch, "step": p.step, "mid_epoch": True, **scores})
                 self._log(
                     {"step": p.step, "epoch": p.epoch, **{f"dev_{k}": v for k, v in scores.items()}}
                 )
@@ -408,6 +408,8 @@ class Trainer:
                     f"step {p.step}: dev greedy "
                     + ", ".join(f"{k} {v:.3f}" for k, v in scores.items())
                 )
+            if p.step % self.cfg.checkpoint_every == 0:  # after the dev score, which it keeps
+                self.save_checkpoint()
             if self._should_stop():
                 break
         bar.close()
@@ -465,6 +467,7 @@ def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
         "precision": trainer.cfg.precision,
         "dev_greedy_wer": last.get("wer"),
         "dev_greedy_cer": last.get("cer"),
+        "dev_greedy_at_step": last.get("step"),
         "augmentation": trainer.train_set.cfg.augment.describe()
         if trainer.train_set.cfg.augment
         else "none",
@@ -523,11 +526,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _bool(v: str) -> bool:
-    if v.lower() in ("1", "true", "yes", "on"):
-        return True
-    if v.lower() in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true/false, got {v!r}")
+    """argparse's type for true/false flags: parse_bool, with argparse's own error."""
+    try:
+        return parse_bool(v)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def model_config_from_args(args: argparse.Namespace) -> ModelConfig:

@@ -10,6 +10,8 @@
 #   bash scripts/make_default.sh more     # another stretch from models/default (runs/more)
 #   bash scripts/make_default.sh pico     # continue from models/default on a corpus that has
 #                                         # pico's two women (runs/pico)
+#   bash scripts/make_default.sh again    # another stretch from models/default on the same
+#                                         # corpus at a lower peak rate (runs/again)
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate`
 #   bash scripts/make_default.sh evaluate # speaker-warp factors, alpha/beta, dev/test eval, CARD.md
 set -euo pipefail
@@ -58,6 +60,11 @@ case "${1:-}" in
     # came from this with a 6000 s budget (models/results/pico.md)
     from_default runs/pico 8e-4 6000 600 --model-config scripts/lifter.json
     ;;
+  again)
+    # one more stretch on the pico corpus; the rate is lower than pico's 8e-4 because the
+    # model starts from a run that had already decayed to 4e-5
+    from_default runs/again 5e-4 7200 600 --model-config scripts/lifter.json
+    ;;
   finish)
     cp $RUN/bundle/model.safetensors $RUN/bundle/config.json $B/
     [ -f $B/lm.binary ] || $H build-lm --text data/corpus/lm_text.txt --order 4 \
@@ -79,6 +86,6 @@ case "${1:-}" in
       --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|finish|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|finish|evaluate" >&2; exit 2
     ;;
 esac

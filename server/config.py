@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from models.config import parse_bool
 from server.dispatch import POLICIES, DispatchConfig
 
 DEVICES = ("cpu", "cuda")
@@ -101,7 +102,7 @@ _FLAGS = [f for f in dataclasses.fields(ServerConfig) if f.name != "auth_tokens"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One `--flag` per field (default: from the environment, else the field default)."""
     for f in _FLAGS:
-        kind: Any = _to_bool if isinstance(f.default, bool) else type(f.default)
+        kind: Any = parse_bool if isinstance(f.default, bool) else type(f.default)
         choices = {"device": DEVICES, "dtype": DTYPES, "policy": POLICIES, "decoder": DECODERS}.get(
             f.name
         )
@@ -132,19 +133,9 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
     return ServerConfig(**values)
 
 
-def _to_bool(raw: object) -> bool:
-    """true/false, yes/no, on/off, 1/0 (plain bool() would take "false" as True)."""
-    text = str(raw).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"expected true or false, got {raw!r}")
-
-
 def _parse(name: str, kind: type, raw: object) -> object:
     try:
-        return _to_bool(raw) if kind is bool else kind(raw)
+        return parse_bool(raw) if kind is bool else kind(raw)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a {kind.__name__}, got {raw!r}") from None
 

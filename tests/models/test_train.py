@@ -127,6 +127,22 @@ def test_killed_and_resumed_run_ends_exactly_where_an_uninterrupted_one_does(
         assert torch.equal(want[name], got[name]), name
 
 
+def test_the_bundle_reports_the_latest_dev_score_even_across_a_resume(tmp_path: Path) -> None:
+    utts = make_corpus(tmp_path, 6)
+    # 3 steps an epoch; dev scored at steps 2 and 4 and at the end of epoch 0 (step 3)
+    cfg = train_config(epochs=100, max_steps=5, augment=False, checkpoint_every=2, dev_every=2)
+    batches = BatchConfig(strategy="random", batch_size=2)
+    killed = Recording(MODEL, cfg, batches, utts, utts[:2], tmp_path / "run")
+    killed.kill_at = 4  # dies while taking step 5; its last checkpoint is step 4's
+    with pytest.raises(Killed):
+        killed.fit()
+    resumed = Recording(MODEL, cfg, batches, utts, utts[:2], tmp_path / "run")
+    assert resumed.fit().step == 5  # stops mid-epoch: no epoch-end score after step 4
+    provenance = load_bundle(export(resumed, tmp_path / "bundle", "train.jsonl")).provenance
+    assert provenance["dev_greedy_at_step"] == 4
+    assert provenance["dev_greedy_cer"] is not None
+
+
 # -- data parallel ------------------------------------------------------------------------------
 
 # (name, global batch size, steps): 8 utterances in batches of 4 split 2 + 2 over the replicas,

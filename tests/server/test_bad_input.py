@@ -249,6 +249,10 @@ def test_bad_server_config_says_what_to_change(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="port must be a int, got 'eighty'"):
         from_args(parser.parse_args([]), {"HARKEN_PORT": "eighty"})
     assert from_args(parser.parse_args(["--port", "9000"]), {"HARKEN_PORT": "1"}).port == 9000
+    off = from_args(parser.parse_args([]), {"HARKEN_SPEAKER_ADAPTATION": "False"})
+    assert off.speaker_adaptation is False  # bool("False") would have been True
+    with pytest.raises(ValueError, match="speaker_adaptation must be a bool, got 'maybe'"):
+        from_args(parser.parse_args([]), {"HARKEN_SPEAKER_ADAPTATION": "maybe"})
     assert cli_serve.main(parser.parse_args(["--bundle", str(tmp_path / "none")])) == 2
 
 
