@@ -16,7 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("server.cli_serve", "run the streaming ASR server"),
     "transcribe": ("server.cli_transcribe", "transcribe audio files (in-process or via a server)"),
     "train": ("models.train", "train an acoustic model from manifests"),
-    "synth": ("models.synth", "synthesise a speech corpus with Debian's TTS engines"),
+    "synth": ("models.synth", "synthesise a speech corpus with six TTS engines"),
     "eval": ("server.cli_eval", "WER/CER of a bundle on a manifest, greedy and with the LM"),
     "build-lm": ("decoder.build", "build a KenLM n-gram (word or character) for decoding"),
     "tune-lm": ("server.cli_tune", "search LM weight and insertion bonus on a dev manifest"),

@@ -1,4 +1,4 @@
-"""`harken synth`: a speech corpus from fortune sentences and Debian's TTS voices.
+"""`harken synth`: a speech corpus from fortune sentences and six TTS engines' voices.
 
 One command builds `train.jsonl` (training voices), `dev.jsonl` and `test.jsonl` (held-out
 voices on held-out sentences), `lm_text.txt` (every sentence except dev and test) and
@@ -36,11 +36,20 @@ SAMPLE_RATE = 16000
 SPLITS = ("train", "dev", "test")
 SECONDS_PER_WORD = 0.36  # planning estimate at the engines' default rate; stats use real sizes
 # Share of training utterances per voice family: espeak-ng has the most speakers and accents;
-# the natural-sounding flite, festival, pico and piper voices are closest to the held-out
-# ones, and pico's two are the only natural female ones (the shares renormalise over enabled
-# engines).
-FAMILY_WEIGHTS = {"espeak": 0.27, "flite": 0.22, "festival": 0.16, "pico": 0.2, "piper": 0.15}
-ENGINES = ("espeak-ng", "flite", "festival", "pico", "piper")
+# the natural-sounding flite, festival, pico, piper and rhvoice voices are closest to the
+# held-out ones. Pico's two and rhvoice's clb are the only natural female voices; rhvoice's
+# bdl and clb are CMU ARCTIC speakers, as the held-out slt and awb are, rendered by an
+# HTS-style engine (the shares renormalise over enabled engines).
+FAMILY_WEIGHTS = {
+    "espeak": 0.24,
+    "flite": 0.2,
+    "festival": 0.14,
+    "pico": 0.16,
+    "piper": 0.11,
+    "rhvoice": 0.15,
+}
+ENGINES = ("espeak-ng", "flite", "festival", "pico", "piper", "rhvoice")
+BATCHED_ENGINES = ("festival", "rhvoice")  # one process a batch: start-up costs > a sentence
 HIGH_PITCH_SHARE = 0.4  # diphone renders at 1.6-2.1x their pitch (female range)
 HIGH_PITCH_VOICES = {"flite:kal", "flite:kal16", "festival:kal_diphone", "festival:ked_diphone"}
 
@@ -84,6 +93,11 @@ class SynthConfig:
             raise ValueError(
                 "engine piper needs piper-tts and its voice packages (scripts/setup.sh installs them)"
             )
+        if "rhvoice" in self.engines and not voices.rhvoice_available():
+            raise ValueError(
+                "engine rhvoice needs wine, RHVoice.dll, its bdl/clb data and the compiled "
+                f"front end in {voices.RHVOICE_DIR} (scripts/setup.sh installs them)"
+            )
 
 
 def training_voices(engines: Sequence[str]) -> tuple[list[Voice], list[float]]:
@@ -94,6 +108,7 @@ def training_voices(engines: Sequence[str]) -> tuple[list[Voice], list[float]]:
         "festival": voices.TRAIN_FESTIVAL,
         "pico": voices.TRAIN_PICO,
         "piper": voices.TRAIN_PIPER,
+        "rhvoice": voices.TRAIN_RHVOICE,
     }
     pool, weights = [], []
     for family, members in families.items():
@@ -144,7 +159,7 @@ def plan(sentences: list[Normalised], cfg: SynthConfig) -> list[Job]:
 
 def _pitch(rng: random.Random, voice: Voice) -> float:
     """Relative pitch: around the voice's own, and for the (all male) diphone voices a share
-    in the female range, where pico's two women are the only other natural-sounding voices
+    in the female range, where pico's two women and rhvoice's clb are the only natural ones
     (flite's clustergen `rms` ignores pitch settings; the trainer's frequency warp covers it).
     Piper's neural voice has no pitch control: always 1.0, so the manifest says what it got."""
     if voice.engine == "piper":
@@ -182,11 +197,14 @@ def render_batch(out_dir: Path, jobs: list[Job]) -> list[tuple[Job, str]]:
 
 
 def _synthesise(jobs: list[Job], raw: list[Path]) -> dict[int, str]:
-    """Run the engine; festival renders the whole batch in one process."""
-    if jobs[0].voice.engine == "festival":
+    """Run the engine; festival and rhvoice render the whole batch in one process."""
+    voice = jobs[0].voice
+    if voice.engine in BATCHED_ENGINES:
+        items = [(j.spoken, j.prosody, r) for j, r in zip(jobs, raw, strict=True)]
         try:
-            items = [(j.spoken, j.prosody, r) for j, r in zip(jobs, raw, strict=True)]
-            voices.render_festival(jobs[0].voice, items)
+            if voice.engine == "rhvoice":
+                return voices.render_rhvoice(voice, items)  # failed items, the rest rendered
+            voices.render_festival(voice, items)
         except Exception as e:
             return dict.fromkeys(range(len(jobs)), str(e))
         return {}
@@ -215,13 +233,14 @@ def to_16k_wav(src: Path, dst: Path) -> None:
 
 
 def batches(jobs: list[Job], size: int) -> list[list[Job]]:
-    """Jobs grouped by voice, `size` at a time (festival pays its start-up once a batch)."""
+    """Jobs grouped by voice, `size` at a time (festival and rhvoice pay their start-up once a
+    batch, so theirs are bigger)."""
     by_voice: dict[Voice, list[Job]] = defaultdict(list)
     for job in jobs:
         by_voice[job.voice].append(job)
     out = []
     for group in by_voice.values():
-        step = size * 4 if group[0].voice.engine == "festival" else size
+        step = size * 4 if group[0].voice.engine in BATCHED_ENGINES else size
         out += [group[i : i + step] for i in range(0, len(group), step)]
     random.Random(0).shuffle(out)  # mix slow and fast engines so the bar's ETA is honest
     return out

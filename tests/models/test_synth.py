@@ -14,7 +14,7 @@ import soundfile as sf
 from models import synth
 from models.manifest import read_manifest
 from models.text import normalise
-from models.voices import HELD_OUT, Prosody, Voice, render
+from models.voices import HELD_OUT, Prosody, Voice, render, render_rhvoice, rhvoice_available
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("espeak-ng") and shutil.which("flite")),
@@ -145,6 +145,61 @@ def test_a_build_with_pico_and_piper_keeps_them_in_training_only(tmp_path: Path)
     assert {u.voice for u in dev_test} <= {v.label for v in HELD_OUT}
 
 
+needs_rhvoice = pytest.mark.skipif(
+    not rhvoice_available(), reason="needs wine and RHVoice (scripts/setup.sh installs them)"
+)
+
+
+@needs_rhvoice
+@pytest.mark.parametrize(("name", "low", "high"), [("bdl", 80, 150), ("clb", 160, 260)])
+def test_rhvoice_speaks_in_its_range_and_follows_rate_and_pitch(
+    tmp_path: Path, name: str, low: float, high: float
+) -> None:
+    """bdl is a man and clb a woman (the second natural female family): each must sound so,
+    and a lower pitch and faster rate must really come out lower and shorter."""
+    voice, spoken = Voice("rhvoice", name), "how are you doing today my friend"
+    render(voice, spoken, Prosody(), tmp_path / "own.wav")
+    render(voice, spoken, Prosody(rate=1.25, pitch=0.75), tmp_path / "low.wav")
+    own, lower = _median_f0(tmp_path / "own.wav"), _median_f0(tmp_path / "low.wav")
+    assert low < own < high and lower < 0.85 * own, (own, lower)
+    durations = [sf.info(str(tmp_path / f"{n}.wav")).duration for n in ("own", "low")]
+    assert durations[1] < 0.85 * durations[0], durations
+
+
+@pytest.mark.parametrize("name", ["slt", "alan"])
+def test_rhvoice_refuses_the_held_out_speakers(tmp_path: Path, name: str) -> None:
+    """RHVoice's slt and alan are the people behind the held-out voices: training on them
+    would leak the test speakers into training."""
+    with pytest.raises(ValueError, match="held-out speaker"):
+        render(Voice("rhvoice", name), "hello there", Prosody(), tmp_path / "x.wav")
+
+
+@needs_rhvoice
+def test_rhvoice_batch_renders_the_rest_when_one_item_fails(tmp_path: Path) -> None:
+    voice, ok = Voice("rhvoice", "clb"), ["a penny saved is a penny earned.", "good morning."]
+    items = [
+        (ok[0], Prosody(), tmp_path / "a.wav"),
+        ("nobody hears this.", Prosody(), tmp_path / "missing" / "b.wav"),
+        (ok[1], Prosody(rate=0.8, pitch=1.2), tmp_path / "c.wav"),
+    ]
+    failures = render_rhvoice(voice, items)
+    assert list(failures) == [1] and "cannot write" in failures[1]
+    for wav in (tmp_path / "a.wav", tmp_path / "c.wav"):
+        info = sf.info(str(wav))
+        assert info.samplerate == 24000 and info.duration > 0.5
+
+
+@needs_rhvoice
+def test_a_build_with_rhvoice_keeps_it_in_training_only(tmp_path: Path) -> None:
+    args = _args(tmp_path)
+    args.engines, args.renders = "rhvoice,flite", 5  # every voice
+    assert synth.main(args) == 0
+    train = read_manifest(args.out / "train.jsonl", check_audio=True)
+    dev_test = [u for s in ("dev", "test") for u in read_manifest(args.out / f"{s}.jsonl")]
+    assert {"rhvoice:bdl", "rhvoice:clb"} <= {u.voice for u in train}
+    assert {u.voice for u in dev_test} <= {v.label for v in HELD_OUT}
+
+
 def test_unknown_engine_is_refused_with_the_known_ones() -> None:
-    with pytest.raises(ValueError, match="use espeak-ng, flite, festival, pico, piper"):
+    with pytest.raises(ValueError, match="use espeak-ng, flite, festival, pico, piper, rhvoice"):
         synth.SynthConfig(engines=("espeak-ng", "sapi"))
