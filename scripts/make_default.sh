@@ -12,8 +12,9 @@
 #                                         # pico's two women (runs/pico)
 #   bash scripts/make_default.sh again    # another stretch from models/default on the same
 #                                         # corpus at a lower peak rate (runs/again)
-#   bash scripts/make_default.sh piper    # continue from INIT (runs/again's bundle) on a
-#                                         # corpus that has piper's neural voice (runs/piper)
+#   bash scripts/make_default.sh voices   # continue from INIT (runs/again's bundle) on a
+#                                         # corpus with piper's and rhvoice's voices too
+#                                         # (runs/voices)
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate`
 #   bash scripts/make_default.sh evaluate # speaker-warp factors, alpha/beta, dev/test eval, CARD.md
 set -euo pipefail
@@ -65,13 +66,14 @@ case "${1:-}" in
     ;;
   again)
     # one more stretch on the pico corpus; the rate is lower than pico's 8e-4 because the
-    # model starts from a run that had already decayed to 4e-5
+    # model starts from a run that had already decayed to 4e-5. Stopped after one epoch
+    # (0.29 h) when the corpus with piper and rhvoice was ready; `voices` goes on from it
     from_default runs/again 5e-4 7200 600 --model-config scripts/lifter.json
     ;;
-  piper)
-    # the corpus gained piper's neural voice (synth's FAMILY_WEIGHTS); starts from the stretch
-    # on the pico corpus that ran until this corpus was ready
-    INIT=${INIT:-runs/again/bundle} from_default runs/piper 5e-4 4500 600 \
+  voices)
+    # the corpus gained piper's neural man and rhvoice's bdl and clb (synth's FAMILY_WEIGHTS);
+    # starts from the stretch on the pico corpus that ran until this corpus was ready
+    INIT=${INIT:-runs/again/bundle} from_default runs/voices 5e-4 6000 600 \
       --model-config scripts/lifter.json
     ;;
   finish)
@@ -95,6 +97,6 @@ case "${1:-}" in
       --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|piper|finish|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|finish|evaluate" >&2; exit 2
     ;;
 esac
