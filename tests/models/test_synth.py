@@ -14,7 +14,7 @@ import soundfile as sf
 from models import synth
 from models.manifest import read_manifest
 from models.text import normalise
-from models.voices import HELD_OUT, Prosody, Voice, render, render_rhvoice, rhvoice_available
+from models.voices import HELD_OUT, Prosody, Voice, render, render_rhvoice
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("espeak-ng") and shutil.which("flite")),
@@ -135,22 +135,25 @@ def test_piper_speaks_as_a_man_follows_rate_and_refuses_pitch(tmp_path: Path) ->
         render(voice, spoken, Prosody(pitch=1.2), tmp_path / "high.wav")
 
 
-def test_a_build_with_pico_and_piper_keeps_them_in_training_only(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("engines", "voices"),
+    [
+        ("pico,piper,flite", {"pico:en-US", "pico:en-GB", "piper:en_US-joe-medium"}),
+        ("rhvoice,flite", {"rhvoice:bdl", "rhvoice:clb"}),
+    ],
+)
+def test_a_build_keeps_the_in_process_and_wine_engines_in_training_only(
+    tmp_path: Path, engines: str, voices: set[str]
+) -> None:
     args = _args(tmp_path)
-    args.engines, args.renders = "pico,piper,flite", 6  # every voice
+    args.engines, args.renders = engines, 6  # every voice
     assert synth.main(args) == 0
     train = read_manifest(args.out / "train.jsonl", check_audio=True)
     dev_test = [u for s in ("dev", "test") for u in read_manifest(args.out / f"{s}.jsonl")]
-    assert {"pico:en-US", "pico:en-GB", "piper:en_US-joe-medium"} <= {u.voice for u in train}
+    assert voices <= {u.voice for u in train}
     assert {u.voice for u in dev_test} <= {v.label for v in HELD_OUT}
 
 
-needs_rhvoice = pytest.mark.skipif(
-    not rhvoice_available(), reason="needs wine and RHVoice (scripts/setup.sh installs them)"
-)
-
-
-@needs_rhvoice
 @pytest.mark.parametrize(("name", "low", "high"), [("bdl", 80, 150), ("clb", 160, 260)])
 def test_rhvoice_speaks_in_its_range_and_follows_rate_and_pitch(
     tmp_path: Path, name: str, low: float, high: float
@@ -174,7 +177,6 @@ def test_rhvoice_refuses_the_held_out_speakers(tmp_path: Path, name: str) -> Non
         render(Voice("rhvoice", name), "hello there", Prosody(), tmp_path / "x.wav")
 
 
-@needs_rhvoice
 def test_rhvoice_batch_renders_the_rest_when_one_item_fails(tmp_path: Path) -> None:
     voice, ok = Voice("rhvoice", "clb"), ["a penny saved is a penny earned.", "good morning."]
     items = [
@@ -187,17 +189,6 @@ def test_rhvoice_batch_renders_the_rest_when_one_item_fails(tmp_path: Path) -> N
     for wav in (tmp_path / "a.wav", tmp_path / "c.wav"):
         info = sf.info(str(wav))
         assert info.samplerate == 24000 and info.duration > 0.5
-
-
-@needs_rhvoice
-def test_a_build_with_rhvoice_keeps_it_in_training_only(tmp_path: Path) -> None:
-    args = _args(tmp_path)
-    args.engines, args.renders = "rhvoice,flite", 5  # every voice
-    assert synth.main(args) == 0
-    train = read_manifest(args.out / "train.jsonl", check_audio=True)
-    dev_test = [u for s in ("dev", "test") for u in read_manifest(args.out / f"{s}.jsonl")]
-    assert {"rhvoice:bdl", "rhvoice:clb"} <= {u.voice for u in train}
-    assert {u.voice for u in dev_test} <= {v.label for v in HELD_OUT}
 
 
 def test_unknown_engine_is_refused_with_the_known_ones() -> None:
