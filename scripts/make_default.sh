@@ -15,6 +15,8 @@
 #   bash scripts/make_default.sh voices   # continue from INIT (runs/again's bundle) on a
 #                                         # corpus with piper's and rhvoice's voices too
 #                                         # (runs/voices)
+#   bash scripts/make_default.sh voices2  # another stretch from models/default on the same
+#                                         # corpus (runs/voices2)
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate`
 #   bash scripts/make_default.sh evaluate # speaker-warp factors, alpha/beta, dev/test eval, CARD.md
 set -euo pipefail
@@ -76,6 +78,11 @@ case "${1:-}" in
     INIT=${INIT:-runs/again/bundle} from_default runs/voices 5e-4 6000 600 \
       --model-config scripts/lifter.json
     ;;
+  voices2)
+    # the voices run's dev CER was still falling when its rate reached the floor: one more
+    # stretch at a lower peak (started at the end of the third 2026-11-24 session)
+    from_default runs/voices2 3e-4 6000 600 --model-config scripts/lifter.json
+    ;;
   finish)
     cp $RUN/bundle/model.safetensors $RUN/bundle/config.json $B/
     [ -f $B/lm.binary ] || $H build-lm --text data/corpus/lm_text.txt --order 4 \
@@ -97,6 +104,6 @@ case "${1:-}" in
       --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|finish|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|finish|evaluate" >&2; exit 2
     ;;
 esac
