@@ -48,7 +48,6 @@ FAMILY_WEIGHTS = {
     "piper": 0.11,
     "rhvoice": 0.15,
 }
-ENGINES = ("espeak-ng", "flite", "festival", "pico", "piper", "rhvoice")
 BATCHED_ENGINES = ("festival", "rhvoice")  # one process a batch: start-up costs > a sentence
 HIGH_PITCH_SHARE = 0.4  # diphone renders at 1.6-2.1x their pitch (female range)
 HIGH_PITCH_VOICES = {"flite:kal", "flite:kal16", "festival:kal_diphone", "festival:ked_diphone"}
@@ -76,7 +75,7 @@ class SynthConfig:
     test_minutes: float = 25.0  # planned test speech, held-out voices
     renders: int = 1  # training voices per sentence; >1 trades text variety for speakers
     seed: int = 0
-    engines: tuple[str, ...] = ENGINES  # which engines to use
+    engines: tuple[str, ...] = voices.ENGINES  # which engines to use
     limit_sentences: int = 0  # use only this many sentences (0: all), for quick tests
     max_seconds: float = 20.0  # longer renders (a 300-letter chemical name) stay out of manifests
 
@@ -85,8 +84,8 @@ class SynthConfig:
             raise ValueError("train_hours, dev_minutes and test_minutes must be >= 0")
         if self.renders < 1 or self.max_seconds <= 0:
             raise ValueError("renders must be >= 1 and max_seconds > 0")
-        if unknown := set(self.engines) - set(ENGINES):
-            raise ValueError(f"unknown engines {sorted(unknown)}; use {', '.join(ENGINES)}")
+        if unknown := set(self.engines) - set(voices.ENGINES):
+            raise ValueError(f"unknown engines {sorted(unknown)}; use {', '.join(voices.ENGINES)}")
         if "pico" in self.engines and not voices.pico_available():
             raise ValueError("engine pico needs the ttspico package (scripts/setup.sh installs it)")
         if "piper" in self.engines and not voices.piper_available():

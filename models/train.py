@@ -400,7 +400,7 @@ class Trainer:
             if self.cfg.dev_every and p.step % self.cfg.dev_every == 0 and self.dist.main:
                 scores = self.evaluate()
                 # kept in the history too, so the exported card reports the latest dev score
-                p.history.append({"epoch": p.epoch, "step": p.step, "mid_epoch": True, **scores})
+                p.history.append({"epoch": p.epoch, "step": p.step, **scores})
                 self._log(
                     {"step": p.step, "epoch": p.epoch, **{f"dev_{k}": v for k, v in scores.items()}}
                 )

@@ -39,6 +39,7 @@ ESPEAK_VARIANTS = (
     *("klatt", "klatt2", "klatt3", "klatt4", "norbert", "shelby", "travis", "victor"),
 )
 SUBPROCESS_TIMEOUT_S = 120
+ENGINES = ("espeak-ng", "flite", "festival", "pico", "piper", "rhvoice")
 
 
 @dataclass(frozen=True)
@@ -108,9 +109,7 @@ def render(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> None:
         if errors := render_rhvoice(voice, [(spoken, prosody, wav)]):
             raise RuntimeError(f"rhvoice {voice.name}: {errors[0]}")
     else:
-        raise ValueError(
-            f"unknown engine {voice.engine!r}; use espeak-ng, flite, festival, pico, piper, rhvoice"
-        )
+        raise ValueError(f"unknown engine {voice.engine!r}; use {', '.join(ENGINES)}")
 
 
 def render_festival(voice: Voice, items: list[tuple[str, Prosody, Path]]) -> None:
