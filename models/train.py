@@ -565,5 +565,6 @@ def main(args: argparse.Namespace) -> int:
     bundle = Path(args.export or Path(args.out) / "bundle")
     trainer.fit(on_epoch=lambda t: print(f"bundle written to {export(t, bundle, args.train)}"))
     if trainer.dist.world > 1:
+        dist.barrier()  # every rank done with the group before any tears it down
         dist.destroy_process_group()
     return 0

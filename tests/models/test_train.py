@@ -182,6 +182,7 @@ def _replica(rank: int, world: int, ports: list[int], root: str) -> None:
         trainer.fit()
         out.mkdir(parents=True, exist_ok=True)  # only rank 0 writes the run directory
         torch.save(parameters(trainer), out / f"rank{rank}.pt")
+        torch.distributed.barrier()  # as harken train does: all ranks done before teardown
         torch.distributed.destroy_process_group()
 
 
