@@ -27,6 +27,8 @@ from decoder.synthetic import flatten
 F32 = npt.NDArray[np.float32]
 Decode = Callable[[F32], str]
 FLASHLIGHT_BEAMS = (5, 10, 25, 50, 100)  # swept to find its time at our WER
+SWEEP_CUTOFF_PROBS = (0.99, 0.995, 0.999, 0.9999, 1.0)  # 1.0: no cumulative cut
+SWEEP_TOP_NS = (8, 16)  # and the whole alphabet (no cap)
 
 
 def measure(decode: Decode, log_probs: Sequence[F32], refs: Sequence[str]) -> dict[str, float]:
@@ -94,6 +96,21 @@ def pruning_table(
     }
 
 
+def pruning_sweep(
+    log_probs: Sequence[F32], refs: Sequence[str], decoder: BeamSearchDecoder
+) -> list[dict[str, float]]:
+    """WER and time over a grid of (cutoff_prob, cutoff_top_n): the speed a bundle buys with
+    its pruning and what it pays in accuracy, so the setting can be chosen on a dev set.
+    The last row (1.0, whole alphabet) is the search without pruning."""
+    rows = []
+    for top_n in (*SWEEP_TOP_NS, decoder.alphabet.size):
+        for prob in SWEEP_CUTOFF_PROBS:
+            tuned = decoder.with_config(cutoff_prob=prob, cutoff_top_n=top_n)
+            row = {"cutoff_prob": prob, "cutoff_top_n": top_n}
+            rows.append(row | measure(ours(tuned), log_probs, refs))
+    return rows
+
+
 def finalize_cost(
     log_probs: Sequence[F32], decoder: BeamSearchDecoder, seconds: Sequence[float], chunk: int = 25
 ) -> list[dict[str, float]]:
@@ -134,6 +151,7 @@ def run_bench(
         "model": pruning_table(log_probs, refs, decoder),
         "flattened": pruning_table(flat, refs, decoder),
     }
+    results["pruning_sweep"] = pruning_sweep(log_probs, refs, decoder)
     results["finalize"] = finalize_cost(log_probs, decoder, (2, 5, 10, 20, 40, 80))
     return results
 
@@ -157,8 +175,19 @@ def markdown(r: dict[str, Any]) -> str:
                 f"| flashlight beam {beam} | {m['wer']:.4f} | {m['cer']:.4f} | {m['ms_per_utt']:.2f} |"
             )
         lines.append("")
+    lines += pruning_markdown(r)
+    lines += ["", "## finalize() cost\n", "| utterance s | finalize ms |", "| --- | --- |"]
+    lines += [f"| {row['seconds']} | {row['finalize_ms']:.3f} |" for row in r["finalize"]]
+    return "\n".join(lines) + "\n"
+
+
+def pruning_markdown(r: dict[str, Any]) -> list[str]:
+    """The pruning tables' markdown lines: on/off at the bundle's setting, then the sweep."""
+    lines: list[str] = []
+    cfg = r["config"]
     lines += [
-        "## Pruning (DS2 §7.3: cumulative probability 0.99, at most 40 symbols)\n",
+        f"## Pruning (DS2 §7.3: cumulative probability {cfg['cutoff_prob']}, "
+        f"at most {cfg['cutoff_top_n']} symbols)\n",
         "| inputs | ms/utt on | ms/utt off | speed-up | WER on | WER off |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
@@ -167,9 +196,20 @@ def markdown(r: dict[str, Any]) -> str:
             f"| {name} | {p['on']['ms_per_utt']:.2f} | {p['off']['ms_per_utt']:.2f} | "
             f"{p['speedup']:.1f}x | {p['on']['wer']:.4f} | {p['off']['wer']:.4f} |"
         )
-    lines += ["", "## finalize() cost\n", "| utterance s | finalize ms |", "| --- | --- |"]
-    lines += [f"| {row['seconds']} | {row['finalize_ms']:.3f} |" for row in r["finalize"]]
-    return "\n".join(lines) + "\n"
+    if "pruning_sweep" in r:
+        lines += [
+            "",
+            "## Pruning sweep (model outputs; the bundle's setting is "
+            f"{cfg['cutoff_prob']} / {cfg['cutoff_top_n']})\n",
+            "| cutoff prob | top n | WER | CER | ms/utt |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {row['cutoff_prob']} | {row['cutoff_top_n']} | {row['wer']:.4f} | "
+            f"{row['cer']:.4f} | {row['ms_per_utt']:.2f} |"
+            for row in r["pruning_sweep"]
+        ]
+    return lines
 
 
 def synthetic_main(argv: Sequence[str] | None = None) -> int:
