@@ -12,6 +12,7 @@ synchronous data-parallel SGD (DS2 §4.1): gloo on CPU, NCCL on GPU.
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import json
 import math
@@ -70,6 +71,7 @@ class TrainConfig:
     dev_every: int = 0  # also score dev every this many steps, into the log (0: epochs only)
     init_from: str = ""  # a bundle to fine-tune (same model config); "" starts from scratch
     calibration_utterances: int = 64  # training utterances that re-derive its BatchNorm
+    ema_decay: float = 0.0  # > 0: score and export a moving average of the weights (see ema_rate)
     seed: int = 0
 
 
@@ -83,6 +85,17 @@ class Progress:
     train_seconds: float = 0.0
     audio_seconds: float = 0.0
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+def ema_rate(decay: float, step: int) -> float:
+    """The weight averaging's decay after `step` optimiser steps: `decay`, ramped up from
+    0.1 so the average follows the first steps of a run closely ((1 + t) / (10 + t), as
+    TensorFlow's ExponentialMovingAverage does with num_updates).
+
+    Why average: at batch 16 the weights jitter around the minimum the optimiser is heading
+    for; their moving average sits nearer to it. Averaging four checkpoints 200 steps apart
+    at peak rate lowered dev greedy CER from 34.8% to 32.9% (models/results/averaging.md)."""
+    return min(decay, (1 + step) / (10 + step))
 
 
 def learning_rate(cfg: TrainConfig, step: int, total_steps: int, seconds: float = 0.0) -> float:
@@ -171,6 +184,8 @@ class Trainer:
         self.dev = dev
         self.model = DS2(model_cfg).to(self.dist.device)
         self.ddp: torch.nn.Module = self.model
+        self.ema: DS2 | None = None  # the moving average of the weights, when cfg.ema_decay
+        self._ema_state: dict[str, Any] | None = None  # from the checkpoint, until fit() builds it
         self.optimizer = self._optimizer()
         self.sampler = BatchSampler(
             self.train_set.durations(), batch_cfg, self.dist.rank, self.dist.world
@@ -210,6 +225,7 @@ class Trainer:
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict(),
+            "ema": self.ema.state_dict() if self.ema is not None else None,
             "progress": dataclasses.asdict(self.progress),
             "model_config": self.model.config.to_dict(),
             "train_config": dataclasses.asdict(self.cfg),
@@ -232,6 +248,7 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
+        self._ema_state = state.get("ema")
         self.progress = Progress(**state["progress"])
         return True
 
@@ -298,7 +315,27 @@ class Trainer:
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
         self.scaler.step(self.optimizer)
         self.scaler.update()
+        self._update_average()
         return float(losses.detach().mean())
+
+    @torch.no_grad()
+    def _update_average(self) -> None:
+        if self.ema is None:
+            return
+        weight = 1.0 - ema_rate(self.cfg.ema_decay, self.progress.step)
+        for p_avg, p_live in zip(self.ema.parameters(), self.model.parameters(), strict=True):
+            p_avg.lerp_(p_live, weight)
+        for b_avg, b_live in zip(self.ema.buffers(), self.model.buffers(), strict=True):
+            if b_avg.is_floating_point():  # BatchNorm's running statistics, the normalisation
+                b_avg.lerp_(b_live, weight)
+            else:
+                b_avg.copy_(b_live)
+
+    @property
+    def final_model(self) -> DS2:
+        """The model this run scores on dev and exports: the weights' moving average when
+        averaging is on, else the weights themselves."""
+        return self.ema if self.ema is not None else self.model
 
     def _global_batch(self, shard: int) -> int:
         """Utterances in this step over all ranks (the last batch may split unevenly)."""
@@ -339,13 +376,18 @@ class Trainer:
                 self.init_from_bundle(Path(self.cfg.init_from))
             else:
                 measure_normalization(self.model, self.train_set, self.cfg.norm_utterances)
+        if self.cfg.ema_decay > 0:
+            # a run that switches averaging on at a resume starts the average there
+            self.ema = copy.deepcopy(self.model).eval().requires_grad_(False)
+            if self._ema_state is not None:
+                self.ema.load_state_dict(self._ema_state)
         if self.dist.world > 1:
             self.ddp = DistributedDataParallel(self.model)
         p = self.progress
         while p.epoch < self.cfg.epochs and not self._should_stop():
             self._run_epoch()
-            if self._should_stop() and p.batch_in_epoch:
-                break
+            if self._should_stop() and p.batch_in_epoch < self.steps_per_epoch:
+                break  # cut mid-epoch (a limit met on its last batch still ends the epoch)
             p.history.append({"epoch": p.epoch, "step": p.step, **self.evaluate()})
             self._log(p.history[-1])
             p.epoch, p.batch_in_epoch = p.epoch + 1, 0
@@ -420,7 +462,7 @@ class Trainer:
         if not self.dev or not self.dist.main:
             return {}
         dev = self.dev[: self.cfg.dev_limit] if self.cfg.dev_limit else self.dev
-        hyps = transcribe_greedy(self.model, dev, self.dist.device)
+        hyps = transcribe_greedy(self.final_model, dev, self.dist.device)
         return error_rates([u.text for u in dev], hyps)
 
     def _log(self, record: dict[str, Any]) -> None:
@@ -465,6 +507,9 @@ def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
         "train_time_hours": round(p.train_seconds / 3600, 2),
         "hardware": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {trainer.dist.world} process(es)",
         "precision": trainer.cfg.precision,
+        "weight_averaging": f"moving average, decay {trainer.cfg.ema_decay}"
+        if trainer.ema is not None
+        else "none",
         "dev_greedy_wer": last.get("wer"),
         "dev_greedy_cer": last.get("cer"),
         "dev_greedy_at_step": last.get("step"),
@@ -479,7 +524,7 @@ def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
         hours = [s["train_time_hours"] for s in [*stages, provenance]]
         if all(isinstance(h, int | float) for h in hours):
             provenance["total_train_time_hours"] = round(sum(hours), 2)
-    return save_bundle(trainer.model, path, provenance=provenance)
+    return save_bundle(trainer.final_model, path, provenance=provenance)
 
 
 STAGE_KEYS = ("train_manifest", "steps", "epochs_completed", "train_time_hours", "augmentation")

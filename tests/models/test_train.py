@@ -18,10 +18,11 @@ import torch
 from torch.multiprocessing.spawn import spawn
 
 from models.batching import BatchConfig
-from models.bundle import BundleError, load_bundle
+from models.bundle import BundleError, load_bundle, save_bundle
 from models.data import Batch
 from models.manifest import Utterance, read_manifest, write_manifest
-from models.train import TrainConfig, Trainer, export, lineage
+from models.metrics import error_rates
+from models.train import TrainConfig, Trainer, ema_rate, export, lineage, transcribe_greedy
 from models.tune_warp import write_warp
 from tests.models.conftest import TINY_CONFIGS
 
@@ -143,6 +144,76 @@ def test_the_bundle_reports_the_latest_dev_score_even_across_a_resume(tmp_path: 
     provenance = load_bundle(export(resumed, tmp_path / "bundle", "train.jsonl")).provenance
     assert provenance["dev_greedy_at_step"] == 4
     assert provenance["dev_greedy_cer"] is not None
+
+
+# -- weight averaging -----------------------------------------------------------------------
+
+
+class Snapshots(Recording):
+    """Also keeps the weights (state dict) before the first step and after every step."""
+
+    def train_step(self, batch: Batch) -> float:
+        if not hasattr(self, "before"):
+            self.before = parameters(self)
+        loss = super().train_step(batch)
+        self.after = [*getattr(self, "after", []), parameters(self)]
+        return loss
+
+
+def _by_hand(trainer: Snapshots, decay: float) -> Params:
+    avg = {k: v.clone() for k, v in trainer.before.items()}
+    for step, live in enumerate(trainer.after):
+        d = ema_rate(decay, step)
+        for k, v in live.items():
+            avg[k] = d * avg[k] + (1 - d) * v if v.is_floating_point() else v.clone()
+    return avg
+
+
+def _outputs(model: torch.nn.Module) -> torch.Tensor:
+    x = torch.from_numpy(np.random.default_rng(2).standard_normal((1, 30, 161)).astype(np.float32))
+    with torch.no_grad():
+        return model(x, torch.tensor([30]))[0]
+
+
+def test_averaging_exports_and_scores_the_moving_average(tmp_path: Path) -> None:
+    utts = make_corpus(tmp_path, 6)
+    dev = utts[:3]
+    cfg = train_config(epochs=100, max_steps=6, augment=False, ema_decay=0.5, checkpoint_every=100)
+    trainer = Snapshots(MODEL, cfg, BatchConfig(batch_size=3), utts, dev, tmp_path / "run")
+    trainer.fit()
+    assert trainer.ema is not None and len(trainer.after) == 6
+    got = trainer.ema.state_dict()
+    for name, want in _by_hand(trainer, 0.5).items():
+        torch.testing.assert_close(got[name], want, atol=1e-6, rtol=0, msg=name)
+
+    bundle = load_bundle(export(trainer, tmp_path / "bundle", "train.jsonl"))
+    assert bundle.provenance["weight_averaging"] == "moving average, decay 0.5"
+    average = load_bundle(save_bundle(trainer.ema, tmp_path / "average"))
+    live = load_bundle(save_bundle(trainer.model, tmp_path / "live"))
+    torch.testing.assert_close(_outputs(bundle), _outputs(average))
+    assert not torch.allclose(_outputs(bundle), _outputs(live), atol=1e-4)
+    assert trainer.progress.history[-1]["step"] == 6  # the limit met on an epoch's last batch
+    # the dev score in the history, which the card reports, is the exported model's
+    hyps = transcribe_greedy(bundle, dev, torch.device("cpu"))
+    assert trainer.progress.history[-1]["cer"] == error_rates([u.text for u in dev], hyps)["cer"]
+
+
+def test_a_resumed_run_keeps_its_average(tmp_path: Path) -> None:
+    utts = make_corpus(tmp_path, 6)
+    batches = BatchConfig(strategy="random", batch_size=2)
+    cfg = train_config(ema_decay=0.7)  # 3 epochs of 3 steps; checkpoints at 2, 3, 4, 6...
+    whole = Recording(MODEL, cfg, batches, utts, [], tmp_path / "whole")
+    whole.fit()
+    killed = Recording(MODEL, cfg, batches, utts, [], tmp_path / "killed")
+    killed.kill_at = 5
+    with pytest.raises(Killed):
+        killed.fit()
+    resumed = Recording(MODEL, cfg, batches, utts, [], tmp_path / "killed")
+    resumed.fit()
+    assert whole.ema is not None and resumed.ema is not None
+    want, got = whole.ema.state_dict(), resumed.ema.state_dict()
+    for name in want:
+        assert torch.equal(want[name], got[name]), name
 
 
 # -- data parallel ------------------------------------------------------------------------------
