@@ -80,8 +80,10 @@ case "${1:-}" in
     ;;
   voices2)
     # the voices run's dev CER was still falling when its rate reached the floor: one more
-    # stretch at a lower peak (started at the end of the third 2026-11-24 session)
-    from_default runs/voices2 3e-4 6000 600 --model-config scripts/lifter.json
+    # stretch at a lower peak (started in the fourth 2026-11-24 session; the weight
+    # averaging was switched on at its step-1200 checkpoint, models/results/averaging.md)
+    from_default runs/voices2 3e-4 6000 600 --model-config scripts/lifter.json \
+      --ema-decay 0.998
     ;;
   finish)
     cp $RUN/bundle/model.safetensors $RUN/bundle/config.json $B/
