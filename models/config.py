@@ -83,6 +83,7 @@ class ModelConfig:
         _check(self.conv_time_kernel % 2 == 1, "conv_time_kernel must be odd (centred context)")
         _check(self.time_stride >= 1 and self.rnn_layers >= 1, "time_stride and rnn_layers >= 1")
         _check(self.row_conv_tau >= 0, "row_conv_tau must be >= 0")
+        _check(min(self.rnn_hidden, self.conv_channels) >= 1, "rnn_hidden and conv_channels >= 1")
         _check(
             self.conv_time_kernel >= 2 * self.time_stride - 1,
             "conv_time_kernel must be >= 2 * time_stride - 1 so streaming buffers hold its context",

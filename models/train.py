@@ -18,6 +18,7 @@ import json
 import math
 import os
 import platform
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -73,6 +74,14 @@ class TrainConfig:
     calibration_utterances: int = 64  # training utterances that re-derive its BatchNorm
     ema_decay: float = 0.0  # > 0: score and export a moving average of the weights (see ema_rate)
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ValueError(f"ema_decay must be in [0, 1) (0: no averaging), got {self.ema_decay}")
+        if self.lr <= 0 or self.grad_clip <= 0:
+            raise ValueError(f"lr and grad_clip must be > 0, got {self.lr} and {self.grad_clip}")
+        if min(self.epochs, self.checkpoint_every) < 1:
+            raise ValueError("epochs and checkpoint_every must be >= 1")
 
 
 @dataclass
@@ -594,13 +603,22 @@ def main(args: argparse.Namespace) -> int:
         torch.backends.cuda.matmul.allow_tf32 = True  # fp32 training at TF32 matmul speed
         torch.backends.cudnn.allow_tf32 = True
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("WORLD_SIZE", "1"))))
-    cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
-    batch_cfg = BatchConfig(args.strategy, args.batch_size, args.bins, args.sortagrad, cfg.seed)
-    train = read_manifest(args.train, check_audio=True)
-    dev = read_manifest(args.dev, check_audio=True) if args.dev else []
-    trainer = Trainer(
-        model_config_from_args(args), cfg, batch_cfg, train, dev, Path(args.out), args.device
-    )
+    try:
+        cfg = TrainConfig(
+            **{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
+        )
+        batch_cfg = BatchConfig(args.strategy, args.batch_size, args.bins, args.sortagrad, cfg.seed)
+        model_cfg = model_config_from_args(args)
+    except ValueError as e:  # a bad flag: say which, before any data is read
+        print(f"harken train: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        train = read_manifest(args.train, check_audio=True)
+        dev = read_manifest(args.dev, check_audio=True) if args.dev else []
+        trainer = Trainer(model_cfg, cfg, batch_cfg, train, dev, Path(args.out), args.device)
+    except ValueError as e:  # a broken manifest names its line; an empty one says so
+        print(f"harken train: error: {e}", file=sys.stderr)
+        return 2
     if trainer.dist.main:
         pad = padding_ratio(trainer.sampler.global_batches(), trainer.train_set.durations())
         print(

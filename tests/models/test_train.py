@@ -17,6 +17,7 @@ import soundfile as sf
 import torch
 from torch.multiprocessing.spawn import spawn
 
+import harken_cli
 from models.batching import BatchConfig
 from models.bundle import BundleError, load_bundle, save_bundle
 from models.data import Batch
@@ -144,6 +145,26 @@ def test_the_bundle_reports_the_latest_dev_score_even_across_a_resume(tmp_path: 
     provenance = load_bundle(export(resumed, tmp_path / "bundle", "train.jsonl")).provenance
     assert provenance["dev_greedy_at_step"] == 4
     assert provenance["dev_greedy_cer"] is not None
+
+
+@pytest.mark.parametrize(
+    ("flags", "reason"),
+    [
+        (["--ema-decay", "1.5"], "ema_decay must be in [0, 1)"),
+        (["--batch-size", "0"], "batch_size and bins must be >= 1"),
+        (["--rnn-hidden", "0"], "rnn_hidden and conv_channels >= 1"),
+        (["--lr", "-1"], "lr and grad_clip must be > 0"),
+    ],
+)
+def test_bad_training_flags_are_refused_with_the_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], reason: str
+) -> None:
+    make_corpus(tmp_path, 2)
+    out = tmp_path / "run"
+    argv = ["train", "--train", str(tmp_path / "train.jsonl"), "--out", str(out), *flags]
+    assert harken_cli.main(argv) == 2
+    assert reason in capsys.readouterr().err
+    assert not out.exists()
 
 
 # -- weight averaging -----------------------------------------------------------------------
