@@ -16,7 +16,8 @@
 #                                         # corpus with piper's and rhvoice's voices too
 #                                         # (runs/voices)
 #   bash scripts/make_default.sh voices2  # another stretch from models/default on the same
-#                                         # corpus (runs/voices2)
+#                                         # corpus (runs/voices2; not kept)
+#   bash scripts/make_default.sh voices3  # the same at a low peak, averaged (runs/voices3)
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate`
 #   bash scripts/make_default.sh evaluate # speaker-warp factors, alpha/beta, dev/test eval, CARD.md
 set -euo pipefail
@@ -83,6 +84,12 @@ case "${1:-}" in
     # stretch at a lower peak (started in the fourth 2026-11-24 session; the weight
     # averaging was switched on at its step-1200 checkpoint, models/results/averaging.md)
     from_default runs/voices2 3e-4 6000 600 --model-config scripts/lifter.json \
+      --ema-decay 0.998
+    ;;
+  voices3)
+    # voices2 spent half its budget recovering from the re-warm to 3e-4: from models/default
+    # again at a peak that hardly disturbs it, with the weight average from the start
+    from_default runs/voices3 5e-5 2400 600 --model-config scripts/lifter.json \
       --ema-decay 0.998
     ;;
   finish)
