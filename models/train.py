@@ -194,7 +194,6 @@ class Trainer:
         self.model = DS2(model_cfg).to(self.dist.device)
         self.ddp: torch.nn.Module = self.model
         self.ema: DS2 | None = None  # the moving average of the weights, when cfg.ema_decay
-        self._ema_state: dict[str, Any] | None = None  # from the checkpoint, until fit() builds it
         self.optimizer = self._optimizer()
         self.sampler = BatchSampler(
             self.train_set.durations(), batch_cfg, self.dist.rank, self.dist.world
@@ -257,7 +256,9 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
-        self._ema_state = state.get("ema")
+        if self.cfg.ema_decay > 0 and state.get("ema") is not None:
+            self.ema = self._average_of_model()
+            self.ema.load_state_dict(state["ema"])
         self.progress = Progress(**state["progress"])
         return True
 
@@ -340,6 +341,10 @@ class Trainer:
             else:
                 b_avg.copy_(b_live)
 
+    def _average_of_model(self) -> DS2:
+        """A moving average that starts at the current weights."""
+        return copy.deepcopy(self.model).eval().requires_grad_(False)
+
     @property
     def final_model(self) -> DS2:
         """The model this run scores on dev and exports: the weights' moving average when
@@ -385,11 +390,9 @@ class Trainer:
                 self.init_from_bundle(Path(self.cfg.init_from))
             else:
                 measure_normalization(self.model, self.train_set, self.cfg.norm_utterances)
-        if self.cfg.ema_decay > 0:
-            # a run that switches averaging on at a resume starts the average there
-            self.ema = copy.deepcopy(self.model).eval().requires_grad_(False)
-            if self._ema_state is not None:
-                self.ema.load_state_dict(self._ema_state)
+        if self.cfg.ema_decay > 0 and self.ema is None:
+            # a fresh run, or one that switches averaging on at a resume: the average starts here
+            self.ema = self._average_of_model()
         if self.dist.world > 1:
             self.ddp = DistributedDataParallel(self.model)
         p = self.progress
@@ -603,20 +606,16 @@ def main(args: argparse.Namespace) -> int:
         torch.backends.cuda.matmul.allow_tf32 = True  # fp32 training at TF32 matmul speed
         torch.backends.cudnn.allow_tf32 = True
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("WORLD_SIZE", "1"))))
-    try:
+    try:  # flags first, so a bad one is named before any data is read
         cfg = TrainConfig(
             **{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
         )
         batch_cfg = BatchConfig(args.strategy, args.batch_size, args.bins, args.sortagrad, cfg.seed)
         model_cfg = model_config_from_args(args)
-    except ValueError as e:  # a bad flag: say which, before any data is read
-        print(f"harken train: error: {e}", file=sys.stderr)
-        return 2
-    try:
         train = read_manifest(args.train, check_audio=True)
         dev = read_manifest(args.dev, check_audio=True) if args.dev else []
         trainer = Trainer(model_cfg, cfg, batch_cfg, train, dev, Path(args.out), args.device)
-    except ValueError as e:  # a broken manifest names its line; an empty one says so
+    except ValueError as e:  # a bad flag, or a broken (its line named) or empty manifest
         print(f"harken train: error: {e}", file=sys.stderr)
         return 2
     if trainer.dist.main:

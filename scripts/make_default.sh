@@ -113,6 +113,6 @@ case "${1:-}" in
       --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|finish|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|finish|evaluate" >&2; exit 2
     ;;
 esac
