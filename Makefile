@@ -14,7 +14,7 @@ serve: setup
 test: setup-test
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
-	.venv/bin/mypy models decoder server
+	.venv/bin/mypy models decoder server corpus training evaluation
 	.venv/bin/mypy --no-strict-optional --allow-untyped-defs loadtest tests harken_cli.py
 	.venv/bin/python -m pytest -q
 

@@ -15,15 +15,21 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("server.cli_serve", "run the streaming ASR server"),
     "transcribe": ("server.cli_transcribe", "transcribe audio files (in-process or via a server)"),
-    "train": ("models.train", "train an acoustic model from manifests"),
-    "synth": ("models.synth", "synthesise a speech corpus with six TTS engines"),
-    "eval": ("server.cli_eval", "WER/CER of a bundle on a manifest, greedy and with the LM"),
+    "train": ("training.train", "train an acoustic model from manifests"),
+    "synth": ("corpus.synth", "synthesise a speech corpus with six TTS engines"),
+    "eval": ("evaluation.cli_eval", "WER/CER of a bundle on a manifest, greedy and with the LM"),
     "build-lm": ("decoder.build", "build a KenLM n-gram (word or character) for decoding"),
-    "tune-lm": ("server.cli_tune", "search LM weight and insertion bonus on a dev manifest"),
-    "tune-warp": ("models.tune_warp", "choose speaker-adaptation warp factors on a dev manifest"),
-    "bench-decoder": ("server.cli_bench_decoder", "compare decoders on a manifest"),
-    "bench-model": ("models.bench", "streaming step latency per batch size and precision"),
-    "bench-workers": ("server.bench_workers", "decoder workers as threads vs processes"),
+    "tune-lm": ("evaluation.cli_tune", "search LM weight and insertion bonus on a dev manifest"),
+    "tune-warp": (
+        "evaluation.tune_warp",
+        "choose speaker-adaptation warp factors on a dev manifest",
+    ),
+    "bench-decoder": ("evaluation.cli_bench_decoder", "compare decoders on a manifest"),
+    "bench-model": (
+        "evaluation.bench_model",
+        "streaming step latency per batch size and precision",
+    ),
+    "bench-workers": ("evaluation.bench_workers", "decoder workers as threads vs processes"),
     "loadtest": ("loadtest.run", "latency load test against a running server"),
 }
 

@@ -2,7 +2,7 @@
 on the model's outputs and on a flattened copy; DS2 §7.3's pruning table; and the cost of
 finalize() against utterance length.
 
-The caller supplies the log-probs (server/cli_bench_decoder.py runs the bundle's network;
+The caller supplies the log-probs (evaluation/cli_bench_decoder.py runs the bundle's network;
 without a bundle, decoder/synthetic.py stands in, and the results say so in "inputs").
 """
 

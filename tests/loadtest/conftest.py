@@ -1,4 +1,4 @@
-"""A real server on the tiny random bundle of tests/server, and a small manifest for it."""
+"""A real server on the shared tiny random bundle (tests/conftest.py), and a small manifest for it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pytest
 import soundfile as sf
 
 from server.config import ServerConfig
-from tests.server.conftest import tiny_bundle  # noqa: F401  (the shared bundle fixture)
 from tests.server.serving import Running, make_audio, running
 
 # (seconds, sample rate, seed, text): short utterances at rates the server resamples

@@ -16,7 +16,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models import tune_warp
+from evaluation import tune_warp
 from models.bundle import load_bundle, save_bundle
 from models.config import ModelConfig
 from models.ds2 import DS2

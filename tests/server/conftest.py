@@ -1,4 +1,4 @@
-"""A tiny random bundle shared by the server tests (real layers, random weights)."""
+"""Server fixtures: the tiny bundle (tests/conftest.py) with adaptation on, a running server."""
 
 from __future__ import annotations
 
@@ -8,35 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
-from models.bundle import save_bundle
-from models.config import ModelConfig
-from models.ds2 import DS2
-from models.tune_warp import write_warp
+from evaluation.tune_warp import write_warp
 from server.config import ServerConfig
 from tests.server.serving import AUDIO_PCM, Running, reference_text, running
-
-TINY = ModelConfig(
-    conv_layers=1,
-    conv_channels=4,
-    conv_freq_kernel=21,
-    conv_time_kernel=5,
-    rnn_layers=1,
-    rnn_hidden=32,
-    row_conv_tau=2,
-)
-
-
-@pytest.fixture(scope="session")
-def tiny_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    torch.manual_seed(0)
-    model = DS2(TINY).eval()
-    with torch.no_grad():
-        model.feat_mean.fill_(-8.0)
-        model.feat_std.fill_(3.0)
-        model.output.bias[1] += 0.5  # more spaces: random weights then spell several "words"
-    return save_bundle(model, tmp_path_factory.mktemp("bundle") / "tiny")
 
 
 @pytest.fixture(scope="session")

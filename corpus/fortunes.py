@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from models.text import ABBREVIATIONS, Dropped, Normalised, normalise
+from corpus.text import ABBREVIATIONS, Dropped, Normalised, normalise
 
 FORTUNE_DIR = Path("/usr/share/games/fortunes")
 SKIP_FILES = frozenset({"ascii-art"})  # pictures, not text

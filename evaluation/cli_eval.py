@@ -26,12 +26,12 @@ import torch
 from decoder.loading import DECODER_JSON
 from decoder.metrics import ErrorRate, edit_distance
 from models.bundle import load_bundle
-from models.data import Example, collate, load_audio
 from models.ds2 import DS2
 from models.features import featurize
 from models.manifest import Utterance, read_manifest
 from models.warp import adapted_forward
 from server.decoding import Decoder, build_decoder
+from training.data import Example, collate, load_audio
 
 F32 = npt.NDArray[np.float32]
 DEFAULT_BUNDLE = Path(__file__).resolve().parents[1] / "models" / "default"

@@ -16,10 +16,10 @@ import soxr
 import torch
 from torch.utils.data import Dataset
 
-from models.augment import F32, SAMPLE_RATE, AugmentConfig, augment, augment_features
 from models.config import ALPHABET, FeatureConfig
 from models.features import featurize
 from models.manifest import Utterance
+from training.augment import F32, SAMPLE_RATE, AugmentConfig, augment, augment_features
 
 
 class Example(NamedTuple):

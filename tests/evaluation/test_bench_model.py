@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from models import bench, streaming
+from evaluation import bench_model as bench
+from models import streaming
 from models.config import ModelConfig
 from tests.models.conftest import TINY_CONFIGS
 

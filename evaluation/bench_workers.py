@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from evaluation.model_outputs import manifest_log_probs
 from models.config import ModelConfig
 from server.decoding import Decoder, DecoderStream, build_decoder
-from server.model_outputs import manifest_log_probs
 
 F32 = npt.NDArray[np.float32]
 DEFAULT_BUNDLE = Path(__file__).resolve().parents[1] / "models" / "default"

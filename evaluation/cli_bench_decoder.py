@@ -9,7 +9,7 @@ from pathlib import Path
 
 from decoder.alphabet import Alphabet
 from decoder.bench import markdown, run_bench, write_results
-from server.model_outputs import manifest_log_probs
+from evaluation.model_outputs import manifest_log_probs
 
 DEFAULT_BUNDLE = Path(__file__).resolve().parents[1] / "models" / "default"
 

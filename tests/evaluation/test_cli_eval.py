@@ -14,9 +14,9 @@ import soundfile as sf
 
 from decoder.beam import DecoderConfig
 from decoder.loading import write_decoder_json
+from evaluation import cli_eval
 from models.bundle import load_bundle
 from models.manifest import Utterance, read_manifest, write_manifest
-from server import cli_eval
 from tests.decoder.conftest import WORD_BIGRAMS, WORDS, write_arpa
 
 VOICES = ["espeak:en-us", "flite:slt"]

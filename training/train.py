@@ -1,8 +1,8 @@
 """`harken train`: CTC training of a DS2 model from manifests, resumable, data-parallel.
 
 CTC loss, AdamW or SGD with Nesterov momentum, gradient clipping, bf16 autocast on CPU and
-fp16 AMP on CUDA, SortaGrad and selectable batch construction (models/batching.py),
-augmentation in DataLoader workers (models/data.py). A checkpoint holds everything needed to
+fp16 AMP on CUDA, SortaGrad and selectable batch construction (training/batching.py),
+augmentation in DataLoader workers (training/data.py). A checkpoint holds everything needed to
 continue exactly where a killed run stopped: weights, optimiser, step, epoch and the position
 inside the epoch (batches are a pure function of seed and epoch; augmentation of seed, epoch
 and utterance). Launch with `torchrun --nproc-per-node N -m harken_cli train ...` for
@@ -34,8 +34,6 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from models.augment import TRAINING_AUGMENT
-from models.batching import STRATEGIES, BatchConfig, BatchSampler, padding_ratio
 from models.bundle import (
     BundleError,
     load_bundle,
@@ -44,11 +42,13 @@ from models.bundle import (
     unfold_batchnorm,
 )
 from models.config import INFERENCE_ONLY, ModelConfig, parse_bool
-from models.data import Batch, DataConfig, SpeechDataset, collate, load_audio
 from models.ds2 import DS2
 from models.features import featurize
 from models.manifest import Utterance, read_manifest
 from models.metrics import error_rates, greedy_decode
+from training.augment import TRAINING_AUGMENT
+from training.batching import STRATEGIES, BatchConfig, BatchSampler, padding_ratio
+from training.data import Batch, DataConfig, SpeechDataset, collate, load_audio
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder, update_decoder_json
 from decoder.tune import tune
-from server.model_outputs import manifest_log_probs
+from evaluation.model_outputs import manifest_log_probs
 
 DEFAULT_BUNDLE = Path(__file__).resolve().parents[1] / "models" / "default"
 

@@ -2,7 +2,7 @@
 padding ratio of its batches, the training throughput it allows, and the dev CER that the
 same model reaches after the same wall-clock budget, all measured side by side in one run.
 
-    python -m models.bench_batching --train T.jsonl --dev D.jsonl --budget-s 480 --out models/results
+    python -m training.bench_batching --train T.jsonl --dev D.jsonl --budget-s 480 --out models/results
 
 A fixed time budget (rather than a fixed number of steps) is the fair comparison here: a
 strategy that pads less gets through more audio in the same time, and one that batches
@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from models.batching import STRATEGIES, BatchConfig, epoch_batches, padding_ratio
 from models.config import ModelConfig
 from models.manifest import Utterance, read_manifest
-from models.train import TrainConfig, Trainer
+from training.batching import STRATEGIES, BatchConfig, epoch_batches, padding_ratio
+from training.train import TrainConfig, Trainer
 
 # Small enough that each strategy gets several epochs of a subset inside a few minutes on
 # two CPU cores, large enough to learn something that CER can rank.

@@ -24,12 +24,12 @@ import torch
 
 from models.bundle import load_bundle, read_bundle_config
 from models.config import ModelConfig
-from models.data import load_audio
 from models.ds2 import DS2
 from models.features import featurize
 from models.manifest import Utterance, read_manifest
 from models.metrics import error_rates, greedy_decode
 from models.warp import WarpChoice, select, warp_features
+from training.data import load_audio
 
 F32 = npt.NDArray[np.float32]
 DEFAULT_BUNDLE = Path(__file__).resolve().parents[1] / "models" / "default"

@@ -27,10 +27,10 @@ import soundfile as sf
 import soxr
 from tqdm import tqdm
 
-from models import fortunes, voices
+from corpus import fortunes, voices
+from corpus.text import Normalised
+from corpus.voices import Prosody, Voice
 from models.manifest import Utterance, write_manifest
-from models.text import Normalised
-from models.voices import Prosody, Voice
 
 SAMPLE_RATE = 16000
 SPLITS = ("train", "dev", "test")

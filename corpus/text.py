@@ -14,7 +14,7 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from models import numbers
+from corpus import numbers
 from models.config import ALPHABET
 
 _ALLOWED = frozenset(ALPHABET)

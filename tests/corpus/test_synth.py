@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from models import synth
+from corpus import synth
+from corpus.text import normalise
+from corpus.voices import HELD_OUT, Prosody, Voice, render, render_rhvoice
 from models.manifest import read_manifest
-from models.text import normalise
-from models.voices import HELD_OUT, Prosody, Voice, render, render_rhvoice
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("espeak-ng") and shutil.which("flite")),

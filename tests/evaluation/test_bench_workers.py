@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import harken_cli
-from tests.server.test_cli_eval import make_manifest
+from tests.evaluation.test_cli_eval import make_manifest
 
 
 def test_threads_and_processes_are_both_measured(tiny_bundle: Path, tmp_path: Path) -> None:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from models import numbers
+from corpus import numbers
+from corpus.fortunes import TextConfig, blocks, collect, fortune_files, is_art, split_sentences
+from corpus.text import Dropped, normalise
 from models.config import ALPHABET
-from models.fortunes import TextConfig, blocks, collect, fortune_files, is_art, split_sentences
-from models.text import Dropped, normalise
 
 
 @pytest.mark.parametrize(

@@ -12,10 +12,10 @@ import torch
 
 from models.bundle import load_bundle
 from models.config import ModelConfig
-from models.data import load_audio
 from models.features import featurize
 from models.manifest import read_manifest
 from models.warp import adapted_forward
+from training.data import load_audio
 
 F32 = npt.NDArray[np.float32]
 

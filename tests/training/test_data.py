@@ -10,24 +10,24 @@ import pytest
 import soundfile as sf
 import torch
 
-from models.augment import (
+from models.config import FeatureConfig
+from models.manifest import ManifestError, Utterance, read_manifest, write_manifest
+from models.warp import warp_frequencies
+from training.augment import (
     AugmentConfig,
     augment,
     augment_features,
     change_speed,
     colour_curve,
 )
-from models.batching import (
+from training.batching import (
     STRATEGIES,
     BatchConfig,
     BatchSampler,
     epoch_batches,
     padding_ratio,
 )
-from models.config import FeatureConfig
-from models.data import DataConfig, SpeechDataset, collate, encode
-from models.manifest import ManifestError, Utterance, read_manifest, write_manifest
-from models.warp import warp_frequencies
+from training.data import DataConfig, SpeechDataset, collate, encode
 
 RNG = np.random.default_rng(0)
 LENGTHS = [float(x) for x in RNG.uniform(1.0, 15.0, size=203)]

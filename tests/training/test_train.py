@@ -18,14 +18,14 @@ import torch
 from torch.multiprocessing.spawn import spawn
 
 import harken_cli
-from models.batching import BatchConfig
+from evaluation.tune_warp import write_warp
 from models.bundle import BundleError, load_bundle, save_bundle
-from models.data import Batch
 from models.manifest import Utterance, read_manifest, write_manifest
 from models.metrics import error_rates
-from models.train import TrainConfig, Trainer, ema_rate, export, lineage, transcribe_greedy
-from models.tune_warp import write_warp
 from tests.models.conftest import TINY_CONFIGS
+from training.batching import BatchConfig
+from training.data import Batch
+from training.train import TrainConfig, Trainer, ema_rate, export, lineage, transcribe_greedy
 
 MODEL = TINY_CONFIGS["2d-gru"]
 TEXTS = ["abc", "hello", "go on", "a bad cab", "no", "hi there", "ok", "see me"]

@@ -1,0 +1,1 @@
+"""Offline evaluation, tuning and benchmarks: tools that join the model and the decoder."""
