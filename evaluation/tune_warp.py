@@ -77,9 +77,8 @@ def score(
     hyps = []
     for per_factor in outputs:
         if factors:
-            merged = select(
-                [per_factor[a] for a in factors], WarpChoice.start(len(factors)), decide_frames
-            )
+            choice = WarpChoice.start(len(factors), factors)
+            merged = select([per_factor[a] for a in factors], choice, decide_frames)
         else:
             merged = per_factor[1.0]
         hyps.append(greedy_decode(merged, alphabet))

@@ -24,6 +24,9 @@ class FeatureConfig:
     adaptive_gain: bool = True  # causal level normalisation so quiet and loud speech match
     gain_time_constant_s: float = 1.0  # how fast the level tracker adapts
     gain_target_db: float = -20.0  # level the tracker steers every stream towards (dBFS)
+    # Hold frames back until speech starts (models/onset.py): seconds of leading silence or
+    # noise otherwise drive the recurrent state and the level tracker where training never did.
+    onset_gate: bool = True
     # Cepstral liftering: keep only quefrencies below this many samples (0: off), so each
     # frame is the smooth spectral envelope without the voice's pitch harmonics. 48 at 16 kHz
     # removes every pitch under 333 Hz while keeping formant detail (~330 Hz resolution).

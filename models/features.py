@@ -2,7 +2,8 @@
 
 `featurize` handles a whole signal; `StreamingFeaturizer` consumes samples in chunks of any
 size and yields exactly the same frames, so a server stream and an offline file agree.
-Frames are complete windows only: frame t covers samples [t * hop, t * hop + window).
+Frames are complete windows only: frame t covers samples [t * hop, t * hop + window), counted
+from the first frame the onset gate (`models/onset.py`) lets through.
 Per-bin mean/variance normalisation lives in the model (its statistics travel with the
 weights in the bundle), so features here are raw log power.
 """
@@ -18,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from models.config import FeatureConfig
+from models.onset import OnsetGate
 
 F32 = npt.NDArray[np.float32]
 
@@ -119,12 +121,10 @@ def _validate(audio: npt.NDArray[np.floating[Any]], cfg: FeatureConfig) -> F32:
 
 
 def featurize(audio: npt.NDArray[np.floating[Any]], cfg: FeatureConfig) -> F32:
-    """Log power spectrogram [T, n_bins] of mono float audio at `cfg.sample_rate`."""
-    a = _validate(audio, cfg)
-    logspec, level = _log_power(_frames(a, cfg), cfg)
-    if cfg.adaptive_gain:
-        apply_gain(logspec, level, GainState(), cfg)
-    return logspec
+    """Log power spectrogram [T, n_bins] of mono float audio at `cfg.sample_rate` (with the
+    onset gate on, T leaves out the leading silence: `StreamingFeaturizer` says how much)."""
+    fz = StreamingFeaturizer(cfg)
+    return fz.push(audio)
 
 
 class StreamingFeaturizer:
@@ -134,6 +134,7 @@ class StreamingFeaturizer:
         self.cfg = cfg
         self._buf = np.zeros(0, np.float32)
         self._gain = GainState()
+        self._gate = OnsetGate(cfg.hop_ms / 1000.0) if cfg.onset_gate else None
         self.frames_out = 0
 
     def push(self, samples: npt.NDArray[np.floating[Any]]) -> F32:
@@ -143,11 +144,20 @@ class StreamingFeaturizer:
         frames = _frames(self._buf, self.cfg)
         n = len(frames)
         logspec, level = _log_power(frames, self.cfg)
+        self._buf = self._buf[n * self.cfg.hop :].copy() if n else self._buf
+        if self._gate is not None and not self._gate.is_open:
+            logspec, level = self._gate.push(logspec, level)
+            if self._gate.is_open and self._gain.level_db is None:
+                self._gain.level_db = self._gate.onset_db  # not the noise before it
         if self.cfg.adaptive_gain:
             apply_gain(logspec, level, self._gain, self.cfg)
-        self._buf = self._buf[n * self.cfg.hop :].copy() if n else self._buf
-        self.frames_out += n
+        self.frames_out += len(logspec)
         return logspec
+
+    @property
+    def skipped_s(self) -> float:
+        """Seconds at the start that the onset gate dropped (0 once speech is heard early)."""
+        return self._gate.skipped_s if self._gate is not None else 0.0
 
 
 def num_frames(num_samples: int, cfg: FeatureConfig) -> int:

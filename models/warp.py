@@ -6,11 +6,14 @@ model, a held-out female voice warped down by 0.75 loses a quarter of its charac
 Which warp suits a voice is not known in advance, so the model runs on a few warped copies
 of the same features at once and, per stream, the copy whose outputs are the most
 confident so far (lowest cumulative entropy) supplies each output frame; once
-`decide_frames` frames have been seen the stream keeps that copy alone and the others stop
-costing anything. The rule only looks at frames already produced, so a stream fed in
-chunks chooses exactly as the whole utterance does: streaming still equals offline.
+`decide_frames` frames of speech have been heard the stream keeps that copy alone and the
+others stop costing anything. Only frames near speech count: silence or faint noise says
+nothing about a voice, and a microphone user who pauses before speaking would otherwise have
+the warp fixed before saying a word. The rule only looks at frames already produced, so a
+stream fed in chunks chooses exactly as the whole utterance does: streaming still equals
+offline.
 
-The same warp geometry serves training's vocal-tract-length perturbation (`models/augment`).
+The same warp geometry serves training's vocal-tract-length perturbation (`training/augment`).
 """
 
 from __future__ import annotations
@@ -74,22 +77,45 @@ def frame_entropy(log_probs: F32) -> F64:
     return np.asarray(-(np.exp(lp) * lp).sum(axis=1))
 
 
+# A frame counts towards the choice while the model hears speech: when the candidates' mean
+# probability of a character (not blank) passes SPEECH_PROB, and for HOLD_FRAMES after
+# (0.5 s at 20 ms output frames), so the blanks between a word's characters count too.
+SPEECH_PROB = 0.5
+HOLD_FRAMES = 25
+BLANK = 0  # the alphabet puts blank first
+
+
 @dataclass
 class WarpChoice:
     """One stream's choice among K warp factors, updated frame by frame."""
 
-    entropy: F64  # [K] summed entropy of each candidate's frames so far
-    frames: int = 0  # output frames seen
+    entropy: F64  # [K] summed entropy of each candidate's counted frames
+    neutral: int = 0  # the candidate used while nothing has been heard (factor nearest 1)
+    frames: int = 0  # output frames counted (heard near speech)
+    since_speech: int | None = None  # frames since the last speech frame; None: none yet
     chosen: int | None = None  # the candidate kept for good, once decided
 
     @classmethod
-    def start(cls, k: int) -> WarpChoice:
-        return cls(np.zeros(k, np.float64))
+    def start(cls, k: int, factors: Sequence[float] = ()) -> WarpChoice:
+        neutral = int(np.argmin([abs(a - 1.0) for a in factors])) if factors else 0
+        return cls(np.zeros(k, np.float64), neutral)
 
     @property
     def active(self) -> list[int]:
         """Candidates that still have to run."""
         return list(range(len(self.entropy))) if self.chosen is None else [self.chosen]
+
+    def hear(self, speech: bool) -> bool:
+        """Advance one frame; whether it counts towards the choice."""
+        if speech:
+            self.since_speech = 0
+        elif self.since_speech is not None:
+            self.since_speech += 1
+        return self.since_speech is not None and self.since_speech <= HOLD_FRAMES
+
+    @property
+    def leader(self) -> int:
+        return int(np.argmin(self.entropy)) if self.frames else self.neutral
 
 
 def select(outputs: Sequence[F32], choice: WarpChoice, decide_frames: int) -> F32:
@@ -101,12 +127,16 @@ def select(outputs: Sequence[F32], choice: WarpChoice, decide_frames: int) -> F3
     assert len(outputs) == len(choice.entropy), "an undecided stream runs every candidate"
     t = len(outputs[0])
     assert all(len(o) == t for o in outputs), "candidates must emit the same frames"
-    entropies = np.stack([frame_entropy(o) for o in outputs]) if t else np.zeros((0, 0))
+    if not t:
+        return outputs[0]
+    entropies = np.stack([frame_entropy(o) for o in outputs])
+    speech = np.mean([1.0 - np.exp(o[:, BLANK].astype(np.float64)) for o in outputs], axis=0)
     out = np.empty_like(outputs[0])
     for i in range(t):
-        choice.entropy += entropies[:, i]
-        choice.frames += 1
-        k = int(np.argmin(choice.entropy))
+        if choice.hear(bool(speech[i] > SPEECH_PROB)):
+            choice.entropy += entropies[:, i]
+            choice.frames += 1
+        k = choice.leader
         out[i] = outputs[k][i]
         if choice.frames >= decide_frames:
             choice.chosen = k
@@ -138,6 +168,7 @@ def adapted_forward(model: DS2, feats: Tensor, lengths: Tensor) -> tuple[Tensor,
     for i in range(b):
         t = int(n[i])
         candidates = [lp[k * b + i, :t].float().numpy() for k in range(len(factors))]
-        merged = select(candidates, WarpChoice.start(len(factors)), model.config.warp_decide_frames)
+        choice = WarpChoice.start(len(factors), factors)
+        merged = select(candidates, choice, model.config.warp_decide_frames)
         out[i, :t] = torch.from_numpy(merged).to(out.dtype)
     return out, n[:b]

@@ -145,9 +145,9 @@ class ModelRunner:
         held = self._streams.get(stream)
         if held is not None:
             return held
-        k = len(self.model.config.warp_factors)
-        states = [init_state(self.model, 1) for _ in range(max(k, 1))]
-        return _Stream(states, WarpChoice.start(k) if k else None)
+        factors = self.model.config.warp_factors
+        states = [init_state(self.model, 1) for _ in range(max(len(factors), 1))]
+        return _Stream(states, WarpChoice.start(len(factors), factors) if factors else None)
 
     def _rows(self, batch: list[Work[Chunk]]) -> tuple[list[_Stream], list[_Row]]:
         """Each stream's chunk once per active warp candidate (once without adaptation)."""

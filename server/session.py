@@ -89,9 +89,15 @@ class _Segment:
     """The part of the stream since the last endpoint, in model output frames."""
 
     start_s: float = 0.0  # where it starts in the stream
+    skipped_s: float = 0.0  # leading silence the model never saw (the stream's first only)
     frames: int = 0  # output frames given to its decoder stream
     silence: int = 0  # trailing frames whose most probable symbol is the blank
     spoke: bool = False  # some frame's most probable symbol was not the blank
+
+    @property
+    def origin_s(self) -> float:
+        """Where its first model frame sits in the stream."""
+        return self.start_s + self.skipped_s
 
     def observe(self, log_probs: F32) -> None:
         """Account for the next output frames [t, V] (blank at index 0)."""
@@ -172,7 +178,7 @@ class Session:
         hypotheses = await self._decode(self._require_decoder().finalize)
         final = self._final(hypotheses)
         seg = self._segment
-        self._segment = _Segment(start_s=seg.start_s + seg.frames * self.engine.frame_seconds)
+        self._segment = _Segment(start_s=seg.origin_s + seg.frames * self.engine.frame_seconds)
         self._decoder = await self._new_decoder()
         self._last_text = ""
         return final
@@ -214,6 +220,8 @@ class Session:
         audio = self._resampler.push(samples, last=last)
         frames = self._featurizer.push(audio)
         if len(frames):
+            if not self._segment.frames and not self._segment.start_s:  # the stream's first
+                self._segment.skipped_s = self._featurizer.skipped_s
             self._frames = np.concatenate([self._frames, frames])
 
     async def _run_full_chunks(self, finals: list[Update] | None) -> bool:
@@ -274,8 +282,8 @@ class Session:
 
     def _final(self, hypotheses: Sequence[HypothesisLike]) -> Final:
         best = hypotheses[0] if hypotheses else None
-        start = self._segment.start_s
-        words = [] if best is None or not self.options.word_timestamps else _words(best, start)
+        start, origin = self._segment.start_s, self._segment.origin_s
+        words = [] if best is None or not self.options.word_timestamps else _words(best, origin)
         alternatives = [
             Alternative(text=h.text, score=h.score) for h in hypotheses[1 : self.options.n_best]
         ]

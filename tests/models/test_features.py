@@ -25,17 +25,45 @@ def speechlike(seconds: float, level: float, seed: int = 0) -> np.ndarray:
 
 
 def test_shape_is_161_bins_at_100_frames_per_second() -> None:
-    feats = featurize(np.zeros(16000, np.float32), CFG)
+    ungated = FeatureConfig(onset_gate=False)
+    feats = featurize(np.zeros(16000, np.float32), ungated)
     assert CFG.n_bins == 161
-    assert feats.shape == (num_frames(16000, CFG), 161) == (99, 161)
-    assert featurize(np.zeros(100, np.float32), CFG).shape == (0, 161)
+    assert feats.shape == (num_frames(16000, ungated), 161) == (99, 161)
+    assert featurize(np.zeros(100, np.float32), ungated).shape == (0, 161)
+
+
+def with_lead(audio: np.ndarray, silence_s: float, noise_db: float, seed: int = 1) -> np.ndarray:
+    """`audio` after `silence_s` of digital silence and then as long of faint noise."""
+    n = int(silence_s * CFG.sample_rate)
+    noise = np.random.default_rng(seed).standard_normal(n) * 10 ** (noise_db / 20)
+    return np.concatenate([np.zeros(n), noise, audio]).astype(np.float32)
+
+
+def test_the_onset_gate_drops_leading_silence_and_noise_and_counts_it() -> None:
+    speech = speechlike(1.0, 0.3)
+    assert featurize(np.zeros(48000, np.float32), CFG).shape == (0, 161)
+    assert featurize(with_lead(np.zeros(0), 1.0, -54), CFG).shape == (0, 161)
+    fz = StreamingFeaturizer(CFG)
+    feats = fz.push(with_lead(speech, 1.5, -54))
+    assert 2.7 <= fz.skipped_s <= 3.0  # all of the lead but a fifth of a second of pre-roll
+    assert len(feats) == num_frames(len(speech), CFG) + round((3.0 - fz.skipped_s) * 100)
+    # the same frames as the speech alone, up to the level tracker's start (< 1 dB)
+    np.testing.assert_allclose(feats[-50:], featurize(speech, CFG)[-50:], atol=0.2)
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.lists(st.integers(1, 2000), min_size=1, max_size=30), st.booleans(), st.booleans())
-def test_streaming_equals_whole_for_any_chunking(sizes: list[int], gain: bool, lift: bool) -> None:
+@given(
+    st.lists(st.integers(1, 2000), min_size=1, max_size=30),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from([0.0, 0.1, 0.6]),
+)
+def test_streaming_equals_whole_for_any_chunking(
+    sizes: list[int], gain: bool, lift: bool, lead_s: float
+) -> None:
     cfg = FeatureConfig(adaptive_gain=gain, cepstral_lifter=48 if lift else 0)
-    audio = speechlike(sum(sizes) / cfg.sample_rate + 0.01, 0.3)[: sum(sizes)]
+    audio = with_lead(speechlike(sum(sizes) / cfg.sample_rate + 0.01, 0.3), lead_s, -54)
+    audio = audio[: sum(sizes)]
     fz, parts, i = StreamingFeaturizer(cfg), [], 0
     for n in sizes:
         parts.append(fz.push(audio[i : i + n]))

@@ -65,6 +65,25 @@ def test_before_deciding_each_frame_follows_the_running_entropy() -> None:
     assert choice.chosen is None and choice.frames == 10
 
 
+def test_silence_does_not_count_towards_the_choice() -> None:
+    # 60 frames of silence where candidate 0 is the surer blank, then speech where 1 is surer
+    silence = [_peaked(60, 0, 0.999), _peaked(60, 0, 0.9)]
+    speech = [_peaked(30, 1, 0.4), _peaked(30, 2, 0.95)]
+    outs = [np.concatenate([s, p]) for s, p in zip(silence, speech, strict=True)]
+    choice = WarpChoice.start(2, (0.8, 1.0))
+    out = select(outs, choice, decide_frames=10)
+    assert choice.chosen == 1  # decided on the 10 speech frames, not on the silence
+    np.testing.assert_array_equal(out[:60], outs[1][:60])  # nothing heard yet: factor 1.0
+    np.testing.assert_array_equal(out[60:], outs[1][60:])
+
+
+def test_a_stream_that_never_speaks_stays_undecided() -> None:
+    choice = WarpChoice.start(2, (1.0, 1.2))
+    out = select([_peaked(300, 0, 0.99), _peaked(300, 0, 0.999)], choice, decide_frames=10)
+    assert choice.chosen is None and choice.frames == 0
+    np.testing.assert_array_equal(out, _peaked(300, 0, 0.99))  # the neutral factor's frames
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     seed=st.integers(0, 10_000),
