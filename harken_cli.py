@@ -17,6 +17,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "transcribe": ("server.cli_transcribe", "transcribe audio files (in-process or via a server)"),
     "train": ("training.train", "train an acoustic model from manifests"),
     "synth": ("corpus.synth", "synthesise a speech corpus with six TTS engines"),
+    "prepare": (
+        "corpus.prepare",
+        "turn a corpus you have (LibriSpeech, Common Voice, Kaldi, CSV, Asterisk) into manifests",
+    ),
     "eval": ("evaluation.cli_eval", "WER/CER of a bundle on a manifest, greedy and with the LM"),
     "build-lm": ("decoder.build", "build a KenLM n-gram (word or character) for decoding"),
     "tune-lm": ("evaluation.cli_tune", "search LM weight and insertion bonus on a dev manifest"),
