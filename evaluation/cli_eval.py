@@ -1,11 +1,13 @@
 """`harken eval`: word and character error rates of a bundle on a manifest, greedy and (with
 `--beam`) with the beam search and the bundle's LM, per voice and overall, and the worst
-utterances.
+utterances. `--peers` adds reference rows from other recognisers (PocketSphinx, Whisper tiny.en;
+`evaluation/peers.py`) scored on the same references, so every report shows the distance.
 
 The network runs once over the manifest, in batches of similar-length utterances (fp32,
 `DS2.forward` with the bundle's speaker adaptation, which streaming equals); each decoder then decodes the same log-probs.
 
-    harken eval --bundle models/default --manifest data/corpus/test.jsonl --beam --out eval.json
+    harken eval --bundle models/default --manifest data/corpus/test.jsonl --beam \
+        --peers pocketsphinx whisper-tiny.en --out eval.json
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch
 
 from decoder.loading import DECODER_JSON
 from decoder.metrics import ErrorRate, edit_distance
+from evaluation.peers import PEERS, PeerUnavailable, load_peer, transcribe_manifest
 from models.bundle import load_bundle
 from models.ds2 import DS2
 from models.features import featurize
@@ -182,11 +185,16 @@ def evaluate(
     model: DS2, utts: Sequence[Utterance], decoders: dict[str, Decoder], args: argparse.Namespace
 ) -> dict[str, Any]:
     """The whole evaluation as a JSON-ready report."""
+    results: dict[str, list[Scored]] = {}
+    timing: dict[str, float] = {}
+    for name in args.peers:  # first: `worst` ranks by the last column, the bundle's best
+        peer = load_peer(name, args.threads)
+        rows = transcribe_manifest(peer, utts, load_audio)
+        results[name] = [score(u.text, r.text) for u, r in zip(utts, rows, strict=True)]
+        timing[f"{name}_s"] = sum(r.seconds for r in rows)
     start = time.perf_counter()
     outputs, audio_seconds = log_probs(model, utts, args.batch_frames, args.batch_size)
-    forward_s = time.perf_counter() - start
-    results: dict[str, list[Scored]] = {}
-    timing: dict[str, float] = {"forward_s": forward_s}
+    timing["forward_s"] = time.perf_counter() - start
     for name, decoder in decoders.items():
         texts, seconds = decode_all(decoder, outputs)
         results[name] = [score(u.text, t) for u, t in zip(utts, texts, strict=True)]
@@ -197,6 +205,7 @@ def evaluate(
         "utterances": len(utts),
         "audio_seconds": audio_seconds,
         "timing": timing,
+        "peers": list(args.peers),
         "decoders": {
             name: {"overall": summarize(s), "per_voice": by_voice(utts, s)}
             for name, s in results.items()
@@ -254,6 +263,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=32, help="utterances per forward batch")
     p.add_argument("--batch-frames", type=int, default=20000, help="padded frames per batch")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument(
+        "--peers",
+        nargs="+",
+        default=[],
+        choices=PEERS,
+        metavar="PEER",
+        help=f"also score these recognisers as reference rows ({', '.join(PEERS)}; "
+        "the peers extra)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -269,7 +287,10 @@ def main(args: argparse.Namespace) -> int:
         if not (args.bundle / DECODER_JSON).is_file():
             print(f"note: {args.bundle} has no {DECODER_JSON}: beam search without an LM")
         decoders["beam"] = build_decoder(args.bundle, model.config, "beam", args.beam_width)
-    report = evaluate(model, utts, decoders, args)
+    try:
+        report = evaluate(model, utts, decoders, args)
+    except PeerUnavailable as e:
+        raise SystemExit(f"harken eval: error: {e}") from None
     text = markdown(report)
     print(text)
     if args.out:

@@ -34,7 +34,7 @@ if [ ! -f "$STAMP/torch" ]; then
 fi
 if [ ! -f "$STAMP/deps" ] || [ pyproject.toml -nt "$STAMP/deps" ] || [ scripts/constraints.txt -nt "$STAMP/deps" ]; then
   echo "[setup] installing harken and its dependencies"
-  .venv/bin/pip install -q -c scripts/constraints.txt -e ".[dev,bench]"
+  .venv/bin/pip install -q -c scripts/constraints.txt -e ".[dev,bench,synth,peers]"
   touch "$STAMP/deps"
 fi
 # KenLM's lmplz and build_binary, built once from its source release into third_party/kenlm

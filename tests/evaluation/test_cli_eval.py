@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -109,3 +110,34 @@ def test_batches_respect_both_budgets() -> None:
     batches = cli_eval._batches(lengths, batch_frames=100, batch_size=3)
     assert [k for b in batches for k in b] == list(range(6))
     assert all(len(b) <= 3 and len(b) * lengths[b[-1]] <= 100 for b in batches if len(b) > 1)
+
+
+def test_peers_are_scored_as_reference_rows_beside_the_bundle(
+    tiny_bundle: Path, tmp_path: Path
+) -> None:
+    manifest = make_manifest(tmp_path)
+    args = parse(
+        "--bundle", str(tiny_bundle), "--manifest", str(manifest), "--peers", "pocketsphinx"
+    )
+    args.out = tmp_path / "report.json"
+    assert cli_eval.main(args) == 0
+    report = json.loads(args.out.read_text())
+    assert report["peers"] == ["pocketsphinx"]
+    assert list(report["decoders"]) == ["pocketsphinx", "greedy"]  # the bundle's rank last
+    assert report["decoders"]["pocketsphinx"]["overall"]["words"] == sum(
+        len(t.split()) for t in TEXTS
+    )
+    assert report["timing"]["pocketsphinx_s"] > 0
+    assert "pocketsphinx WER" in args.out.with_suffix(".md").read_text()
+
+
+def test_a_missing_peer_package_names_the_extra(
+    tiny_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pocketsphinx", None)  # import fails as if not installed
+    manifest = make_manifest(tmp_path)
+    args = parse(
+        "--bundle", str(tiny_bundle), "--manifest", str(manifest), "--peers", "pocketsphinx"
+    )
+    with pytest.raises(SystemExit, match=r"harken eval: error: .*\.\[peers\]"):
+        cli_eval.main(args)
