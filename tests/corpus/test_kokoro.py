@@ -1,0 +1,109 @@
+"""Kokoro, the seventh engine: its model assembles safely, its voices speak and differ, and a
+build keeps them in training. Missing packages fail these tests (with what to install): the
+engine is part of the `synth` extra, not optional."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+import soundfile as sf
+
+from corpus import kokoro, synth
+from corpus.voices import HELD_OUT, TRAIN_KOKORO, Prosody, Voice, render
+from models.manifest import read_manifest
+from tests.corpus.test_synth import _args, _median_f0
+
+SPOKEN = "how are you doing today, my friend?"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def engine() -> None:
+    """Load the networks once for the module (each test then renders in well under a second)."""
+    if missing := kokoro.missing_packages():
+        pytest.fail(f"engine kokoro needs {', '.join(missing)}: {kokoro.INSTALL_HINT}")
+    kokoro.load()
+
+
+def _to_16k(tmp_path: Path, voice: Voice, prosody: Prosody, name: str) -> Path:
+    """Rendered as a build renders it: the engine's WAV, then the corpus's 16 kHz conversion."""
+    raw, wav = tmp_path / f"{name}.raw.wav", tmp_path / f"{name}.wav"
+    render(voice, SPOKEN, prosody, raw)
+    synth.to_16k_wav(raw, wav)
+    return wav
+
+
+@pytest.mark.parametrize("name", ["jf_alpha", "blend05", "hibari_heart"])
+def test_a_voice_speaks_a_16k_wav_whose_duration_follows_the_rate(
+    tmp_path: Path, name: str
+) -> None:
+    voice = Voice("kokoro", name)
+    slow = sf.info(str(_to_16k(tmp_path, voice, Prosody(rate=0.8), "slow")))
+    fast = sf.info(str(_to_16k(tmp_path, voice, Prosody(rate=1.25), "fast")))
+    assert (fast.samplerate, fast.channels, fast.subtype) == (16000, 1, "PCM_16")
+    assert 1.0 < fast.duration < slow.duration < 5.0, (slow.duration, fast.duration)
+    # speed divides the predicted phoneme durations (1.56x here); pauses and edges scale less
+    assert fast.duration < 0.8 * slow.duration, (slow.duration, fast.duration)
+
+
+def test_a_male_leaning_blend_speaks_lower_than_a_female_pack(tmp_path: Path) -> None:
+    woman = _median_f0(_to_16k(tmp_path, Voice("kokoro", "jf_gongitsune"), Prosody(), "w"))
+    man = _median_f0(_to_16k(tmp_path, Voice("kokoro", "blend12"), Prosody(), "m"))
+    assert woman > 180 and man < 140 and man < 0.6 * woman, (woman, man)
+
+
+def test_kokoro_refuses_pitch_and_unknown_voices(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="cannot change pitch"):
+        render(Voice("kokoro", "jm_kumo"), SPOKEN, Prosody(pitch=1.2), tmp_path / "x.wav")
+    with pytest.raises(ValueError, match="unknown kokoro voice 'af_bella'"):
+        render(Voice("kokoro", "af_bella"), SPOKEN, Prosody(), tmp_path / "x.wav")
+
+
+def test_the_voice_set_is_fixed_and_the_blends_convex() -> None:
+    """The names are the speakers everywhere: the seeded blends must not drift."""
+    assert len(TRAIN_KOKORO) == 18 and len(set(TRAIN_KOKORO)) == 18
+    assert kokoro.BLENDS["blend01"] == pytest.approx(
+        (0.0313, 0.1346, 0.1406, 0.6935, 0.0), abs=1e-4
+    )
+    for weights in kokoro.BLENDS.values():
+        assert min(weights) >= 0 and sum(weights) == pytest.approx(1.0)
+    assert [w[-1] for w in kokoro.BLENDS.values()] == list(kokoro.BLEND_MALE_WEIGHTS)
+
+
+def test_long_phoneme_strings_are_spoken_in_pieces_the_network_takes() -> None:
+    ps = ", ".join(["ðə kwˈɪk bɹˈWn fˈɑks"] * 40) + " " + " ".join(["ʤˈʌmps"] * 150)
+    pieces = kokoro._chunks(ps)
+    assert len(pieces) > 1 and max(map(len, pieces)) <= kokoro.MAX_PHONEMES
+    assert " ".join(pieces).split() == ps.split()
+    assert kokoro._chunks("həlˈO") == ["həlˈO"]
+
+
+def test_the_model_assembles_once_even_when_processes_race(tmp_path: Path) -> None:
+    """Two assemblers at once both end with the verified file and leave no temporary one; a
+    truncated file under the final name is assembled again."""
+    paths: list[Path] = []
+    threads = [
+        threading.Thread(target=lambda: paths.append(kokoro.model_path(tmp_path))) for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert paths == [tmp_path / kokoro.MODEL_FILE] * 2
+    assert [p.name for p in tmp_path.iterdir()] == [kokoro.MODEL_FILE]
+    size = paths[0].stat().st_size
+    paths[0].write_bytes(b"truncated")
+    assert kokoro.model_path(tmp_path).stat().st_size == size
+
+
+@pytest.mark.skipif(not shutil.which("flite"), reason="needs flite for the held-out voices")
+def test_a_build_keeps_kokoro_in_training_only(tmp_path: Path) -> None:
+    args = _args(tmp_path)
+    args.engines, args.renders = "kokoro,flite", 4
+    assert synth.main(args) == 0
+    train = read_manifest(args.out / "train.jsonl", check_audio=True)
+    dev_test = [u for s in ("dev", "test") for u in read_manifest(args.out / f"{s}.jsonl")]
+    assert {u.voice for u in train} & {v.label for v in TRAIN_KOKORO}
+    assert dev_test and {u.voice for u in dev_test} <= {v.label for v in HELD_OUT}
