@@ -9,6 +9,7 @@ same, bit for bit):
   (trie lookups), and the boundary extensions whose upper bound could still make the cut;
 - `add_boundary`: the children of those, once Python has asked the LM about them;
 - `take`: the best beams within the threshold, best first, building the kept children;
+- `committed`: the beams that agree with the best one on everything older than a frame;
 - `spell`, `path`, `common_ancestor`: walks up the tree, for texts and word timings.
 
 The prefix tree's columns are defined here (`INT_COLUMNS`, `FLOAT_COLUMNS`), as columns of
@@ -373,6 +374,26 @@ def spell(ints: I64, codes: I32, nodes: I64, lengths: I64) -> tuple[I32, I64]:
             out[e] = codes[ints[node, CHAR]]
             node = ints[node, PARENT]
     return out, ends
+
+
+@kernel
+def committed(ints: I64, nodes: I64, before: int) -> I64:
+    """Indices of the beams `nodes` [B] (best first) that descend from the commit point: the
+    deepest node of the best beam's path entered at or before frame `before`."""
+    point = nodes[0]
+    while point > 0 and ints[point, FRAME] > before:
+        point = ints[point, PARENT]
+    depth = ints[point, DEPTH]
+    keep = np.empty(nodes.size, dtype=np.int64)
+    n = 0
+    for i in range(nodes.size):
+        up = nodes[i]
+        while ints[up, DEPTH] > depth:
+            up = ints[up, PARENT]
+        if up == point:
+            keep[n] = i
+            n += 1
+    return keep[:n]
 
 
 @kernel

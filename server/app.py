@@ -11,8 +11,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from server import page, rest, ws_stream, ws_vosk
+from server import openai_api, page, rest, ws_stream, ws_vosk
 from server.config import ServerConfig
 from server.engine import running_engine
 from server.errors import BadConfig, SessionError
@@ -29,6 +30,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.include_router(ws_stream.router)
     app.include_router(ws_vosk.router)
     app.include_router(rest.router)
+    app.include_router(openai_api.router)
     app.include_router(page.build_router())
     _add_probes(app)
     _add_error_handlers(app)
@@ -78,6 +80,8 @@ def _add_probes(app: FastAPI) -> None:
 
 
 def _add_error_handlers(app: FastAPI) -> None:
+    app.exception_handler(StarletteHTTPException)(openai_api.http_error)
+
     @app.exception_handler(SessionError)
     async def session_error(request: Request, error: SessionError) -> Response:
         if isinstance(getattr(request.app.state, "resources", None), Resources):

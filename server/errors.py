@@ -66,6 +66,34 @@ class UploadTooLarge(ClientError):
     http_status = 413
 
 
+class FrameTooLarge(ClientError):
+    code = "frame_too_large"
+    ws_close = 1009  # message too big
+
+
+class NotUtf8(ClientError):
+    code = "invalid_utf8"
+    ws_close = 1007  # invalid frame payload data
+
+
+class Unsupported(ClientError):
+    code = "unsupported"
+
+
+class NotFound(ClientError):
+    code = "not_found"
+    http_status = 404
+
+
+class ModelNotFound(NotFound):
+    code = "model_not_found"
+
+
+class MethodNotAllowed(ClientError):
+    code = "method_not_allowed"
+    http_status = 405
+
+
 class IdleTimeout(ClientError):
     code = "idle_timeout"
     ws_close = 1001  # going away

@@ -17,13 +17,18 @@ class StreamSlots:
         self._idle = asyncio.Event()
         self._idle.set()
 
-    @contextmanager
-    def hold(self) -> Iterator[None]:
-        """One slot for the duration of a stream or request."""
+    def check(self) -> None:
+        """Raise what `hold` would raise now: a response that streams asks before it starts,
+        so that a full server still answers with a status code."""
         if self.draining:
             raise ShuttingDown("the server is shutting down; retry on another instance")
         if self.in_use >= self.limit:
             raise Overloaded(f"all {self.limit} stream slots are busy; retry shortly")
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """One slot for the duration of a stream or request."""
+        self.check()
         self.in_use += 1
         self._idle.clear()
         try:

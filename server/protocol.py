@@ -71,11 +71,13 @@ class Partial(BaseModel):
 class Alternative(BaseModel):
     text: str
     score: float  # total log score; higher is better
+    words: list[Word] | None = None  # only where a transport asks (Vosk's alternatives)
 
 
 class Final(BaseModel):
     type: Literal["final"] = "final"
     text: str
+    score: float = 0.0  # total log score of `text`, as the alternatives' scores
     words: list[Word]
     alternatives: list[Alternative]  # the n-best after the first, best first
     start: float = 0.0  # where this final's segment starts (after an endpoint), in seconds
@@ -136,6 +138,22 @@ def _describe(error: ValidationError) -> str:
 # -- /vosk -----------------------------------------------------------------------------------
 
 
+class VoskConfig(BaseModel):
+    """`{"config": {...}}` as vosk-server reads it; fields it does not know (`model`, ...)
+    are ignored, as Vosk ignores what it does not use."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    sample_rate: Annotated[float, Field(ge=MIN_RATE, le=MAX_RATE)] = 16000
+    words: bool = True  # results carry their words (vosk-server's default)
+    max_alternatives: Annotated[int, Field(ge=0)] = 0  # > 0: results as an n-best list
+    # Vosk's grammar; here phrases the decoder favours (hotwords), not the only ones allowed
+    phrase_list: Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=100)] = []
+
+
+VoskControl = Literal["eof", "reset"]
+
+
 class VoskWord(BaseModel):
     conf: float
     end: float
@@ -144,33 +162,49 @@ class VoskWord(BaseModel):
 
 
 class VoskResult(BaseModel):
-    result: list[VoskWord]
+    result: list[VoskWord] | None = None  # absent without words, or with none, as in Vosk
     text: str
+
+
+class VoskTimedWord(BaseModel):
+    """A word of an alternative: Vosk gives these no confidence."""
+
+    word: str
+    start: float
+    end: float
+
+
+class VoskAlternative(BaseModel):
+    text: str
+    confidence: float  # the hypothesis' total log score; higher is better
+    result: list[VoskTimedWord] | None = None
+
+
+class VoskAlternatives(BaseModel):
+    alternatives: list[VoskAlternative]  # best first
 
 
 class VoskPartial(BaseModel):
     partial: str
 
 
-def parse_vosk_text(text: str) -> int | None:
-    """A Vosk text message: the config's sample rate, or None for end of file.
-
-    Vosk clients send `{"config": {"sample_rate": 16000}}` first and `{"eof" : 1}` last
-    (that exact string, with its space, is what the reference client sends)."""
+def parse_vosk_text(text: str) -> VoskConfig | VoskControl:
+    """A Vosk text message: `{"config": {...}}`, `{"eof" : 1}` or `{"reset" : 1}` (those
+    exact strings, with their space, are what Vosk's clients send; any spacing is taken)."""
     data = _json_object(text)
     if "eof" in data:
-        return None
+        return "eof"
+    if "reset" in data:
+        return "reset"
     config = data.get("config")
     if not isinstance(config, dict):
         raise ProtocolError(
-            "bad_message", 'vosk text messages are {"config": {...}} or {"eof" : 1}'
+            "bad_message", 'vosk text messages are {"config": {...}}, {"eof" : 1} or {"reset" : 1}'
         )
-    rate = config.get("sample_rate", 16000)
-    if not isinstance(rate, int | float) or not MIN_RATE <= rate <= MAX_RATE:
-        raise ProtocolError(
-            "bad_config", f"sample_rate must be {MIN_RATE}..{MAX_RATE} Hz, got {rate!r}"
-        )
-    return int(rate)
+    try:
+        return VoskConfig.model_validate(config)
+    except ValidationError as e:
+        raise ProtocolError("bad_config", _describe(e)) from None
 
 
 # -- OpenAI-compatible REST ------------------------------------------------------------------
@@ -188,6 +222,34 @@ class OpenAIErrorBody(BaseModel):
 
 class OpenAIError(BaseModel):
     error: OpenAIErrorBody
+
+
+class OpenAIModel(BaseModel):
+    """An entry of `GET /v1/models`: the served bundle."""
+
+    id: str  # the bundle's directory name
+    object: Literal["model"] = "model"
+    created: int  # Unix seconds: when the bundle was written
+    owned_by: str = "harken"
+
+
+class OpenAIModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[OpenAIModel]
+
+
+class TextDelta(BaseModel):
+    """`stream=true`: more of the transcript, appended to what came before."""
+
+    type: Literal["transcript.text.delta"] = "transcript.text.delta"
+    delta: str
+
+
+class TextDone(BaseModel):
+    """`stream=true`: the last event, with the whole transcript."""
+
+    type: Literal["transcript.text.done"] = "transcript.text.done"
+    text: str
 
 
 class Segment(BaseModel):

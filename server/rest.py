@@ -1,19 +1,23 @@
 """`POST /v1/audio/transcriptions`, compatible with OpenAI's API (and its Python client).
 
 A file goes through the same Session and Batch Dispatch as a live stream, only in larger
-steps. Errors use OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`.
+steps; with `stream=true` its transcript comes as server-sent events (server/rest_stream.py).
+`model` may name anything, as OpenAI's clients insist on one: `GET /v1/models` lists the
+served bundle's name. Errors use OpenAI's shape, `{"error": {"message", "type", "param",
+"code"}}`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Request, UploadFile
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
-from server.audio import AudioError, decode_file
+from server.audio import F32, AudioError, decode_file
 from server.errors import (
     BadAudio,
     BadConfig,
@@ -23,6 +27,7 @@ from server.errors import (
     UploadTooLarge,
 )
 from server.protocol import RESPONSE_FORMATS, Final, OpenAIError, OpenAIErrorBody
+from server.rest_stream import stream_transcript
 from server.session import transcribe
 from server.subtitles import segments, srt, verbose, vtt
 from server.transport import Resources, authorize, observe_final, resources
@@ -43,14 +48,18 @@ async def transcriptions(
     language: Annotated[str | None, Form()] = None,
     prompt: Annotated[str | None, Form()] = None,
     temperature: Annotated[float | None, Form()] = None,
+    stream: Annotated[bool, Form()] = False,
 ) -> Response:
     res = resources(request)
     authorize(request, res.config.auth_tokens)
     granularities = set(timestamp_granularities or ["segment"])
-    _validate(response_format, granularities, language)
+    _validate(response_format, granularities, language, stream)
     data = await _read_upload(file, res.config.max_upload_bytes)
+    if stream:
+        res.slots.check()
+        return stream_transcript(res, await _decode(res, data))
     with res.slots.hold():
-        final = await _transcribe(res, data)
+        final = await _transcribe(res, await _decode(res, data))
     res.metrics.streams.labels("rest").inc()
     return _respond(final, response_format, granularities)
 
@@ -62,7 +71,14 @@ def check_upload_size(request: Request, limit: int) -> None:
         raise UploadTooLarge(f"the upload is {int(length)} bytes; the limit is {limit} bytes")
 
 
-def _validate(response_format: str, granularities: set[str], language: str | None) -> None:
+def _validate(
+    response_format: str, granularities: set[str], language: str | None, stream: bool
+) -> None:
+    if stream and response_format not in ("json", "text"):
+        raise BadConfig(
+            f"stream=true sends transcript.text events, as for response_format 'json' or "
+            f"'text'; {response_format!r} needs stream=false"
+        )
     if response_format not in RESPONSE_FORMATS:
         raise BadConfig(
             f"response_format must be one of {', '.join(RESPONSE_FORMATS)}; got {response_format!r}"
@@ -85,13 +101,17 @@ async def _read_upload(file: UploadFile, limit: int) -> bytes:
     return data
 
 
-async def _transcribe(res: Resources, data: bytes) -> Final:
+async def _decode(res: Resources, data: bytes) -> F32:
+    """The uploaded file as mono float32 at the model's rate (off the event loop)."""
     if not data:
         raise EmptyAudio("the uploaded file is empty")
     try:
-        audio = await asyncio.to_thread(decode_file, data, res.engine.features.sample_rate)
+        return await asyncio.to_thread(decode_file, data, res.engine.features.sample_rate)
     except AudioError as e:
         raise (UnsupportedFormat if e.code == "unsupported_format" else BadAudio)(str(e)) from None
+
+
+async def _transcribe(res: Resources, audio: F32) -> Final:
     began = time.perf_counter()
     session, final = await transcribe(res.engine, audio)
     observe_final(res, session, began)
@@ -111,10 +131,12 @@ def _respond(final: Final, response_format: str, granularities: set[str]) -> Res
     return JSONResponse(body.model_dump(exclude_none=True))
 
 
-def openai_error(error: SessionError, param: str | None = None) -> JSONResponse:
+def openai_error(
+    error: SessionError, param: str | None = None, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
     body = OpenAIError(
         error=OpenAIErrorBody(
             message=error.message, type=error.openai_type, param=param, code=error.code
         )
     )
-    return JSONResponse(body.model_dump(), status_code=error.http_status)
+    return JSONResponse(body.model_dump(), status_code=error.http_status, headers=headers)

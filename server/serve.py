@@ -13,6 +13,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from server.transport import Resources
+from server.ws_frames import MAX_FRAME_BYTES, RefusingWebSocketProtocol
 
 
 class DrainingServer(uvicorn.Server):
@@ -35,8 +36,8 @@ def make_server(app: FastAPI, host: str, port: int, log_level: str = "info") -> 
         host=host,
         port=port,
         log_level=log_level,
-        ws="websockets-sansio",
-        ws_max_size=4 * 1024 * 1024,
+        ws=RefusingWebSocketProtocol,
+        ws_max_size=MAX_FRAME_BYTES,
         lifespan="on",
     )
     return DrainingServer(app, config)

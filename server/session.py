@@ -62,6 +62,7 @@ class Options:
     word_timestamps: bool = True
     hotwords: tuple[str, ...] = ()
     endpoint_ms: int = 0  # trailing silence (blank frames) that ends a segment; 0: never
+    alternative_words: bool = False  # the alternatives carry timed words too (Vosk's do)
 
 
 @dataclass
@@ -183,6 +184,23 @@ class Session:
         self._last_text = ""
         return final
 
+    async def reset(self) -> Final:
+        """End the utterance here as the end of stream would (the model flushed, the
+        decoder finalised), then go on listening with a fresh model state and decoder:
+        Vosk's `reset`. The audio front end runs on, so times stay stream times."""
+        self._expect(State.STREAMING, "reset")
+        await self._run_full_chunks(None)
+        tail, self._frames = self._frames, self._frames[:0]
+        await self._step(tail, last=True)
+        final = self._final(await self._decode(self._require_decoder().finalize))
+        seg = self._segment
+        self.engine.dispatcher.close_stream(self.stream)
+        self.stream = self.engine.dispatcher.open_stream()
+        self._segment = _Segment(start_s=seg.origin_s + seg.frames * self.engine.frame_seconds)
+        self._decoder = await self._new_decoder()
+        self._last_text = ""
+        return final
+
     def _at_endpoint(self) -> bool:
         seg, ms = self._segment, self.options.endpoint_ms
         return ms > 0 and seg.spoke and seg.silence * self.engine.frame_seconds * 1000 >= ms
@@ -284,15 +302,20 @@ class Session:
         best = hypotheses[0] if hypotheses else None
         start, origin = self._segment.start_s, self._segment.origin_s
         words = [] if best is None or not self.options.word_timestamps else _words(best, origin)
-        alternatives = [
-            Alternative(text=h.text, score=h.score) for h in hypotheses[1 : self.options.n_best]
-        ]
+        alternatives = [self._alternative(h, origin) for h in hypotheses[1 : self.options.n_best]]
         return Final(
             text=best.text if best else "",
+            score=best.score if best else 0.0,
             words=words,
             alternatives=alternatives,
             start=round(start, 3),
             duration=self.duration,
+        )
+
+    def _alternative(self, hyp: HypothesisLike, origin: float) -> Alternative:
+        timed = self.options.alternative_words and self.options.word_timestamps
+        return Alternative(
+            text=hyp.text, score=hyp.score, words=_words(hyp, origin) if timed else None
         )
 
     def _expect(self, state: State, action: str) -> None:
@@ -300,9 +323,9 @@ class Session:
             raise OutOfOrder(f"cannot {action} in state {self.state.value!r}")
 
 
-async def transcribe(engine: Engine, audio: F32) -> tuple[Session, Final]:
-    """A whole recording (mono float32 at the model's rate) through a session: the same
-    Batch Dispatch as live streams, in steps of up to `max_chunk_frames`."""
+def check_recording(engine: Engine, audio: F32) -> None:
+    """Refuse a whole recording (mono float32 at the model's rate) that is empty or too
+    long, before any of it is decoded."""
     rate = engine.features.sample_rate
     if len(audio) == 0:
         raise EmptyAudio("the audio holds no samples")
@@ -311,7 +334,13 @@ async def transcribe(engine: Engine, audio: F32) -> tuple[Session, Final]:
         raise StreamTooLong(
             f"the audio is {len(audio) / rate:.0f} s long; the limit is {limit:.0f} s"
         )
-    session = Session(engine, Options(sample_rate=rate, partials=False))
+
+
+async def transcribe(engine: Engine, audio: F32) -> tuple[Session, Final]:
+    """A whole recording (mono float32 at the model's rate) through a session: the same
+    Batch Dispatch as live streams, in steps of up to `max_chunk_frames`."""
+    check_recording(engine, audio)
+    session = Session(engine, Options(sample_rate=engine.features.sample_rate, partials=False))
     try:
         await session.start()
         await session.feed(audio)
@@ -333,4 +362,13 @@ def _words(hyp: HypothesisLike, offset: float) -> list[Word]:
     ]
 
 
-__all__ = ["Engine", "Options", "Session", "SessionError", "State", "Update", "transcribe"]
+__all__ = [
+    "Engine",
+    "Options",
+    "Session",
+    "SessionError",
+    "State",
+    "Update",
+    "check_recording",
+    "transcribe",
+]

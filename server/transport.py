@@ -19,6 +19,7 @@ from server.limits import StreamSlots
 from server.metrics import Metrics
 from server.protocol import Error
 from server.session import Engine, Session
+from server.ws_frames import refused
 
 log = logging.getLogger("harken.server")
 
@@ -55,13 +56,17 @@ def authorize(conn: HTTPConnection, tokens: frozenset[str]) -> None:
 
 
 async def receive(ws: WebSocket, idle_timeout: float) -> bytes | str:
-    """The next data frame; raises IdleTimeout, or WebSocketDisconnect if the client left."""
+    """The next data frame; raises IdleTimeout, the error of a refused frame, or
+    WebSocketDisconnect if the client left."""
     try:
         message = await asyncio.wait_for(ws.receive(), idle_timeout)
     except TimeoutError:
         raise IdleTimeout(f"no message for {idle_timeout:.0f} s; the stream was closed") from None
     if message["type"] == "websocket.disconnect":
-        raise WebSocketDisconnect(message.get("code", 1000))
+        code = message.get("code", 1000)
+        if refusal := refused(code, message.get("reason") or ""):
+            raise refusal  # a frame the WebSocket layer refused (server/ws_frames.py)
+        raise WebSocketDisconnect(code)
     data = message.get("bytes")
     if data is not None:
         return bytes(data)

@@ -28,6 +28,7 @@ from server.transport import (
     receive,
     resources,
 )
+from server.ws_frames import explain_refusals
 
 router = APIRouter()
 
@@ -35,6 +36,7 @@ router = APIRouter()
 @router.websocket("/v1/stream")
 async def stream(ws: WebSocket) -> None:
     res = resources(ws)
+    explain_refusals(ws)
     await ws.accept()
     try:
         authorize(ws, res.config.auth_tokens)
@@ -56,12 +58,12 @@ async def _serve(ws: WebSocket, res: Resources) -> None:
             message = await receive(ws, res.config.idle_timeout_s)
             if isinstance(message, bytes):
                 for update in await session.feed(audio_frame(message, config.encoding)):
-                    await ws.send_json(update.model_dump())
+                    await ws.send_json(update.model_dump(exclude_none=True))
                 continue
             _eos(message)
             eos_at = time.perf_counter()
             final = await session.finish()
-            await ws.send_json(final.model_dump())
+            await ws.send_json(final.model_dump(exclude_none=True))
             observe_final(res, session, eos_at)
             await ws.close(1000)
             return

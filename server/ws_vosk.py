@@ -1,10 +1,22 @@
-"""`/vosk`: the Vosk server protocol, so existing Vosk clients work unchanged.
+"""`/vosk`: the Vosk server protocol (alphacep/vosk-server), so existing Vosk clients work
+unchanged.
 
-Optional `{"config": {"sample_rate": R}}` first (16 kHz when absent), then binary PCM16
-frames, each answered by one JSON message: `{"partial": ...}`, or `{"result": [...], "text":
-...}` where trailing silence ends an utterance (`vosk_endpoint_ms`), as Vosk's endpointer
-does; then `{"eof" : 1}`, answered by the last result. Vosk has no error message: errors
-close the socket with a code and a reason.
+client                                            server
+{"config": {"sample_rate": 16000,      ->         (optional, first; 16 kHz when absent)
+  "words": true, "max_alternatives": 0,
+  "phrase_list": ["turn on", "[unk]"]}}
+<binary PCM16>*                        ->         <- one reply per frame: {"partial": "..."},
+                                                     or a result where trailing silence
+                                                     ended an utterance (`vosk_endpoint_ms`)
+{"reset" : 1}                          ->         <- the result so far; listening goes on
+{"eof" : 1}                            ->         <- the last result, then close 1000
+
+A result is `{"result": [{"conf", "start", "end", "word"}], "text"}` (no `result` with
+`"words": false`), or with `max_alternatives` N > 0 the n-best, `{"alternatives": [{"text",
+"confidence", "result": [{"word", "start", "end"}]}]}`, at most N and as many as the decoder
+keeps. `phrase_list` is Vosk's grammar; here its phrases become hotwords (favoured, not the
+only ones allowed) and `[unk]` is dropped. Vosk has no error message: errors close the
+socket with a code and a reason.
 """
 
 from __future__ import annotations
@@ -17,10 +29,17 @@ from starlette.websockets import WebSocketDisconnect
 from server.errors import BadConfig, BadMessage, SessionError
 from server.protocol import (
     Final,
+    Partial,
     ProtocolError,
+    VoskAlternative,
+    VoskAlternatives,
+    VoskConfig,
+    VoskControl,
     VoskPartial,
     VoskResult,
+    VoskTimedWord,
     VoskWord,
+    Word,
     parse_vosk_text,
 )
 from server.session import Options, Session
@@ -36,7 +55,7 @@ from server.transport import (
 )
 
 router = APIRouter()
-VOSK_DEFAULT_RATE = 16000
+UNKNOWN = "[unk]"  # Vosk's garbage word in grammars: nothing to favour
 
 
 @router.websocket("/vosk")
@@ -55,51 +74,112 @@ async def vosk(ws: WebSocket) -> None:
 
 
 async def _serve(ws: WebSocket, res: Resources) -> None:
-    message = await receive(ws, res.config.idle_timeout_s)
-    rate = VOSK_DEFAULT_RATE
-    if isinstance(message, str):
-        rate_or_eof = _text(message)
-        if rate_or_eof is None:
-            raise BadMessage("eof before any audio")
-        rate, message = rate_or_eof, b""
-    options = Options(sample_rate=rate, partials=True, endpoint_ms=res.config.vosk_endpoint_ms)
-    session = Session(res.engine, options)
+    first: bytes | str | None = await receive(ws, res.config.idle_timeout_s)
+    config = VoskConfig()
+    if isinstance(first, str) and isinstance(parsed := _text(first), VoskConfig):
+        config, first = parsed, None
+    session = Session(res.engine, _options(config, res.config.vosk_endpoint_ms))
     try:
-        await session.start()
-        await _stream(ws, res, session, message)
+        await _start(session)
+        await _stream(ws, res, session, config, first)
     finally:
         session.close()
 
 
-async def _stream(ws: WebSocket, res: Resources, session: Session, first: bytes | str) -> None:
-    message, partial = first, ""
+async def _start(session: Session) -> None:
+    try:
+        await session.start()
+    except BadConfig as e:  # the decoder refused a phrase as a hotword
+        raise BadConfig(f"phrase_list: {e.message.removeprefix('hotwords: ')}") from None
+
+
+async def _stream(
+    ws: WebSocket, res: Resources, session: Session, config: VoskConfig, first: bytes | str | None
+) -> None:
+    """Answer each message as vosk-server does (`first`: one already received), until eof."""
+    partial = ""
     while True:
+        message = first if first is not None else await receive(ws, res.config.idle_timeout_s)
+        first = None
         if isinstance(message, bytes):
-            updates = await session.feed(audio_frame(message, "pcm_s16le")) if message else []
-            finals = [u for u in updates if isinstance(u, Final)]
-            for final in finals:
-                await ws.send_text(_result(final))
-                partial = ""
-            partial = next((u.text for u in updates if not isinstance(u, Final)), partial)
-            if message and not finals:
-                await ws.send_text(VoskPartial(partial=partial).model_dump_json())
-        elif _text(message) is None:
-            eof_at = time.perf_counter()
-            await ws.send_text(_result(await session.finish()))
-            observe_final(res, session, eof_at)
+            partial = await _audio(ws, session, config, message, partial)
+            continue
+        control = _control(message)
+        ended_at = time.perf_counter()
+        await ws.send_text(_result(await _end(session, control), config))
+        if control == "eof":
+            observe_final(res, session, ended_at)
             await ws.close(1000)
             return
-        else:
-            raise BadMessage("the config must be the first message")
-        message = await receive(ws, res.config.idle_timeout_s)
+        partial = ""
 
 
-def _result(final: Final) -> str:
+async def _audio(
+    ws: WebSocket, session: Session, config: VoskConfig, data: bytes, partial: str
+) -> str:
+    """Feed one frame and send its one reply: the results of utterances it ended, else the
+    partial. Returns the partial text now shown."""
+    updates = await session.feed(audio_frame(data, "pcm_s16le"))
+    finals = [u for u in updates if isinstance(u, Final)]
+    for final in finals:
+        await ws.send_text(_result(final, config))
+        partial = ""
+    partial = next((u.text for u in updates if isinstance(u, Partial)), partial)
+    if not finals:
+        await ws.send_text(VoskPartial(partial=partial).model_dump_json())
+    return partial
+
+
+async def _end(session: Session, control: VoskControl) -> Final:
+    """The utterance's result at reset or eof; an empty one where no audio came at all, as
+    Vosk answers."""
+    if session.timing.samples == 0 and control == "eof":
+        return Final(text="", words=[], alternatives=[], duration=0.0)
+    return await (session.reset() if control == "reset" else session.finish())
+
+
+def _result(final: Final, config: VoskConfig) -> str:
+    if config.max_alternatives:
+        return _alternatives(final, config.words)
     words = [VoskWord(conf=w.conf, end=w.end, start=w.start, word=w.word) for w in final.words]
-    return VoskResult(result=words, text=final.text).model_dump_json()
+    result = VoskResult(result=words if config.words and words else None, text=final.text)
+    return result.model_dump_json(exclude_none=True)
 
 
-def _text(message: str) -> int | None:
+def _alternatives(final: Final, words: bool) -> str:
+    def timed(ws: list[Word] | None) -> list[VoskTimedWord] | None:
+        if not words or not ws:
+            return None
+        return [VoskTimedWord(word=w.word, start=w.start, end=w.end) for w in ws]
+
+    best = VoskAlternative(text=final.text, confidence=final.score, result=timed(final.words))
+    rest = [
+        VoskAlternative(text=a.text, confidence=a.score, result=timed(a.words))
+        for a in final.alternatives
+    ]
+    return VoskAlternatives(alternatives=[best, *rest]).model_dump_json(exclude_none=True)
+
+
+def _options(config: VoskConfig, endpoint_ms: int) -> Options:
+    phrases = tuple(p for p in config.phrase_list if p.strip() and p.strip() != UNKNOWN)
+    return Options(
+        sample_rate=round(config.sample_rate),
+        n_best=max(1, config.max_alternatives),
+        word_timestamps=config.words,
+        hotwords=phrases,
+        endpoint_ms=endpoint_ms,
+        alternative_words=config.words,
+    )
+
+
+def _control(message: str) -> VoskControl:
+    parsed = _text(message)
+    if isinstance(parsed, VoskConfig):
+        raise BadMessage("the config must be the first message")
+    return parsed
+
+
+def _text(message: str) -> VoskConfig | VoskControl:
     try:
         return parse_vosk_text(message)
     except ProtocolError as e:

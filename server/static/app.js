@@ -5,6 +5,9 @@
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
+// A pause this long ends a segment: its final comes at once, and the finals accumulate as
+// the user speaks, rather than all of it arriving only at Stop.
+const ENDPOINT_MS = 700;
 let session = null;
 
 function setStatus(text, isError = false) {
@@ -31,9 +34,11 @@ function streamUrl() {
 function onMessage(event) {
   const msg = JSON.parse(event.data);
   if (msg.type === "partial") {
-    $("partial").textContent = msg.text;
+    $("stable").textContent = msg.stable; // words no later audio will change
+    $("partial").textContent = msg.text.slice(msg.stable.length);
   } else if (msg.type === "final") {
     $("final").textContent = ($("final").textContent + " " + msg.text).trim();
+    $("stable").textContent = "";
     $("partial").textContent = "";
   } else if (msg.type === "error") {
     setStatus(`error: ${msg.message}`, true);
@@ -62,7 +67,8 @@ async function start() {
     }
   };
   ws.onopen = () => {
-    ws.send(JSON.stringify({ type: "config", sample_rate: context.sampleRate, encoding: "pcm_s16le" }));
+    const config = { type: "config", sample_rate: context.sampleRate, encoding: "pcm_s16le", endpoint_ms: ENDPOINT_MS };
+    ws.send(JSON.stringify(config));
     tap.port.onmessage = (e) => ws.readyState === WebSocket.OPEN && ws.send(toPcm16(e.data));
     source.connect(tap);
     setStatus(`listening at ${context.sampleRate} Hz`);

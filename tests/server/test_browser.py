@@ -14,6 +14,13 @@ from tests.server.browser import open_page
 from tests.server.serving import reference_text, running, speak
 
 SENTENCE = "the weather is nice today so we will go for a long walk"
+# the finals shown while the page still listens (the pause after the sentence ends a
+# segment), or 'closed' if none came before Stop
+FINAL_WHILE_LISTENING = (
+    "document.body.dataset.state === 'closed' ? 'closed' : "
+    "document.getElementById('status').textContent.startsWith('listening') && "
+    "document.getElementById('final').textContent"
+)
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +38,10 @@ def test_the_page_streams_the_microphone_and_shows_the_words(spoken: Path) -> No
     offline = reference_text(Path(DEFAULT_BUNDLE), audio).split()
     assert len(set(offline) & set(SENTENCE.split())) >= 6, f"the model heard {offline}"
     with running(ServerConfig(bundle=DEFAULT_BUNDLE)) as server:
-        seconds = len(audio) / 16000 + 1.0
+        seconds = len(audio) / 16000 + 2.0
         with open_page(f"{server.url}/?autostart=1&seconds={seconds:.1f}", spoken) as page:
+            live = page.wait_for(FINAL_WHILE_LISTENING, timeout=seconds + 40)
+            assert live != "closed", "no final came while the page listened: only Stop sent one"
             status = page.wait_for(
                 "document.body.dataset.state === 'closed' && "
                 "document.getElementById('status').textContent",
@@ -40,6 +49,7 @@ def test_the_page_streams_the_microphone_and_shows_the_words(spoken: Path) -> No
             )
             shown = page.evaluate("document.getElementById('final').textContent").split()
     assert status == "done"
+    assert shown[: len(live.split())] == live.split()  # later finals add to it
     # Chromium captures at its own rate (resampled again by the server) and starts a little
     # late, so the page's words may differ at the edges from the offline transcript.
     common = set(shown) & set(offline)

@@ -1,0 +1,109 @@
+"""What OpenAI's clients expect beyond one transcription: the model list, streamed
+transcripts, refused translations, and errors in OpenAI's shape on every /v1 path."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import httpx
+import numpy as np
+import openai
+import pytest
+import soundfile
+
+from server.config import ServerConfig
+from tests.server.serving import AUDIO_PCM, Running, make_audio, running
+
+
+@pytest.fixture(scope="module")
+def wav() -> bytes:
+    buf = io.BytesIO()
+    soundfile.write(buf, np.frombuffer(AUDIO_PCM, "<i2"), 16000, format="WAV", subtype="PCM_16")
+    return buf.getvalue()
+
+
+def client(server: Running) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+
+
+def test_models_lists_the_served_bundle_and_transcriptions_take_its_id(
+    server: Running, tiny_bundle: Path, expected: str, wav: bytes
+) -> None:
+    api = client(server)
+    [card] = api.models.list().data
+    assert (card.id, card.object, card.owned_by) == (tiny_bundle.name, "model", "harken")
+    assert card.created == int((tiny_bundle / "config.json").stat().st_mtime)
+    assert api.models.retrieve(card.id) == card
+    with pytest.raises(openai.NotFoundError, match="does not exist here"):
+        api.models.retrieve("whisper-1")
+    for name in (card.id, "whisper-1"):  # any name is accepted, as before
+        result = api.audio.transcriptions.create(model=name, file=("a.wav", wav))
+        assert result.text == expected
+
+
+def test_stream_true_sends_deltas_that_add_up_to_the_final_text(
+    server: Running, expected: str, wav: bytes
+) -> None:
+    events = list(
+        client(server).audio.transcriptions.create(model="harken", file=("a.wav", wav), stream=True)
+    )
+    *deltas, done = events
+    assert deltas and all(e.type == "transcript.text.delta" for e in deltas)
+    assert done.type == "transcript.text.done" and done.text == expected
+    assert "".join(e.delta for e in deltas) == expected  # type: ignore[union-attr]
+
+
+def test_a_long_file_streams_its_stable_words_before_the_end(tiny_bundle: Path, wav: bytes) -> None:
+    long = io.BytesIO()
+    soundfile.write(long, make_audio(6.0, seed=3), 16000, format="WAV", subtype="PCM_16")
+    config = ServerConfig(bundle=str(tiny_bundle), max_chunk_ms=640)
+    with running(config) as small_steps:
+        events = list(
+            client(small_steps).audio.transcriptions.create(
+                model="harken", file=("a.wav", long.getvalue()), stream=True
+            )
+        )
+    *deltas, done = events
+    assert len(deltas) >= 2, "only the final's text came: the file was not streamed"
+    assert "".join(e.delta for e in deltas) == done.text  # type: ignore[union-attr]
+
+
+def test_stream_with_a_subtitle_format_is_refused(server: Running, wav: bytes) -> None:
+    with pytest.raises(openai.BadRequestError, match="stream=false"):
+        client(server).audio.transcriptions.create(
+            model="harken", file=("a.wav", wav), stream=True, response_format="srt"
+        )
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the client deprecates translations
+def test_translations_say_that_only_english_transcription_is_served(
+    server: Running, wav: bytes
+) -> None:
+    with pytest.raises(openai.BadRequestError, match="English") as raised:
+        client(server).audio.translations.create(model="whisper-1", file=("a.wav", wav))
+    assert raised.value.code == "unsupported"
+
+
+def openai_shape(response: httpx.Response, status: int) -> dict[str, object]:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    return dict(error)
+
+
+def test_unknown_paths_wrong_methods_and_bad_fields_use_openai_errors(server: Running) -> None:
+    with pytest.raises(openai.NotFoundError, match="no such endpoint: GET /v1/nope"):
+        client(server).get("/nope", cast_to=object)
+    assert openai_shape(httpx.get(f"{server.url}/v1/nope"), 404)["code"] == "not_found"
+    wrong = httpx.get(f"{server.url}/v1/audio/transcriptions")
+    error = openai_shape(wrong, 405)
+    assert error["code"] == "method_not_allowed" and "POST" in str(error["message"])
+    assert wrong.headers["allow"] == "POST"
+    bad = httpx.post(
+        f"{server.url}/v1/audio/transcriptions",
+        files={"file": ("a.wav", b"RIFF")},
+        data={"model": "x", "stream": "maybe"},
+    )
+    assert openai_shape(bad, 400)["param"] == "stream"
+    assert httpx.get(f"{server.url}/nope").json() == {"detail": "Not Found"}  # not an API path

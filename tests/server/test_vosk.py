@@ -1,0 +1,91 @@
+"""/vosk with messages shaped exactly as vosk-server's own clients send them (its
+websocket/test_alternatives.py, test_words.py, and `{"reset" : 1}`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from websockets.sync.client import ClientConnection, connect
+
+from tests.server.serving import AUDIO_PCM, Running, receive_all
+
+FRAME = 6400  # bytes: 0.2 s of 16 kHz PCM16, as Vosk's sample clients send
+EOF = '{"eof" : 1}'
+RESET = '{"reset" : 1}'
+ALTERNATIVES = '{"config" : { "max_alternatives" : 20, "sample_rate" : 16000 } }'
+
+
+def send_audio(ws: ClientConnection, audio: bytes) -> list[Any]:
+    """Frames, each answered by one reply; the replies."""
+    replies = []
+    for i in range(0, len(audio), FRAME):
+        ws.send(audio[i : i + FRAME])
+        replies.append(json.loads(ws.recv()))
+    return replies
+
+
+def session(server: Running, config: str) -> dict[str, Any]:
+    """Config, the test audio, eof: the last result."""
+    with connect(f"{server.ws}/vosk") as ws:
+        ws.send(config)
+        assert all("partial" in r for r in send_audio(ws, AUDIO_PCM))
+        ws.send(EOF)
+        result = json.loads(ws.recv())
+    return dict(result)
+
+
+def test_max_alternatives_gives_vosks_n_best(server: Running, expected: str) -> None:
+    result = session(server, ALTERNATIVES)
+    assert set(result) == {"alternatives"}
+    best, *others = result["alternatives"]
+    assert best["text"] == expected and others
+    texts = [a["text"] for a in result["alternatives"]]
+    assert len(set(texts)) == len(texts)
+    confidences = [a["confidence"] for a in result["alternatives"]]
+    assert confidences == sorted(confidences, reverse=True)
+    assert [w["word"] for w in best["result"]] == expected.split()
+    for alternative in result["alternatives"]:
+        assert set(alternative) <= {"text", "confidence", "result"}
+        assert [w["word"] for w in alternative.get("result", [])] == alternative["text"].split()
+        assert all(set(w) == {"word", "start", "end"} for w in alternative.get("result", []))
+
+
+def test_phrase_list_favours_its_phrases(server: Running) -> None:
+    runner_up = session(server, ALTERNATIVES)["alternatives"][1]["text"]
+    config = {"phrase_list": [runner_up, "[unk]"], "sample_rate": 16000, "words": 0}
+    result = session(server, json.dumps({"config": config}, indent=1))  # test_words.py's shape
+    assert result == {"text": runner_up}  # favoured into first place; no words asked for
+
+
+def test_a_phrase_the_model_cannot_spell_is_refused_with_a_reason(server: Running) -> None:
+    with connect(f"{server.ws}/vosk") as ws:
+        ws.send(json.dumps({"config": {"phrase_list": ["h\u00e9llo"], "sample_rate": 16000}}))
+        assert receive_all(ws) == []
+        assert ws.close_code == 1008 and "phrase_list" in str(ws.close_reason)
+
+
+def test_reset_ends_the_utterance_and_keeps_listening(server: Running, expected: str) -> None:
+    with connect(f"{server.ws}/vosk") as ws:
+        ws.send('{ "config" : { "sample_rate" : 16000 } }')
+        send_audio(ws, AUDIO_PCM)
+        ws.send(RESET)
+        first = json.loads(ws.recv())
+        again = send_audio(ws, AUDIO_PCM)
+        ws.send(EOF)
+        second = json.loads(ws.recv())
+        assert receive_all(ws) == [] and ws.close_code == 1000
+    assert set(first) == {"result", "text"} and first["text"] == expected
+    assert all("partial" in r for r in again)  # a new utterance, still answered frame by frame
+    assert second["text"] and all(w["start"] >= 1.5 - 0.05 for w in second["result"])  # stream time
+    assert all(w["end"] <= 1.5 + 0.05 for w in first["result"])
+
+
+def test_reset_and_eof_before_any_audio_answer_empty_results(server: Running) -> None:
+    with connect(f"{server.ws}/vosk") as ws:
+        ws.send('{ "config" : { "sample_rate" : 16000 } }')
+        ws.send(RESET)
+        assert json.loads(ws.recv()) == {"text": ""}
+        ws.send(EOF)
+        assert json.loads(ws.recv()) == {"text": ""}
+        assert receive_all(ws) == [] and ws.close_code == 1000
