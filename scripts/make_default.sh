@@ -18,6 +18,10 @@
 #   bash scripts/make_default.sh voices2  # another stretch from models/default on the same
 #                                         # corpus (runs/voices2; not kept)
 #   bash scripts/make_default.sh voices3  # the same at a low peak, averaged (runs/voices3)
+#   bash scripts/make_default.sh real1    # from models/default with real speech joined: the
+#                                         # Asterisk prompts' train split (harken prepare
+#                                         # asterisk --out data/asterisk), repeated 8 times
+#                                         # per epoch (runs/real1)
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate`
 #   bash scripts/make_default.sh evaluate # speaker-warp factors, alpha/beta, dev/test eval, CARD.md
 set -euo pipefail
@@ -26,7 +30,7 @@ H=.venv/bin/harken
 RUN=${RUN:-runs/default}  # finish exports from this run (runs/finetune after finetune)
 B=models/default
 R=models/results
-DATA="--train data/corpus/train.jsonl --dev data/corpus/dev.jsonl"
+DATA=${DATA:-"--train data/corpus/train.jsonl --dev data/corpus/dev.jsonl"}
 NET="--device cpu --precision fp32 --conv-type 1d --conv-channels 256 --rnn-layers 3 \
   --rnn-hidden 384 --row-conv-tau 10"
 
@@ -92,6 +96,13 @@ case "${1:-}" in
     from_default runs/voices3 5e-5 2400 600 --model-config scripts/lifter.json \
       --ema-decay 0.998
     ;;
+  real1)
+    # the first real human voice (one woman, 6.6 min of train prompts) beside the TTS hours;
+    # x8 makes it ~7% of each epoch's audio. Its dev/test splits are never trained on
+    DATA="--train data/corpus/train.jsonl data/asterisk/train.jsonl*8 --dev data/corpus/dev.jsonl" \
+      from_default runs/real1 3e-4 "${BUDGET_S:-5400}" 600 --model-config scripts/lifter.json \
+      --ema-decay 0.998 --precision "${PRECISION:-fp32}"
+    ;;
   finish)
     cp $RUN/bundle/model.safetensors $RUN/bundle/config.json $B/
     [ -f $B/lm.binary ] || $H build-lm --text data/corpus/lm_text.txt --order 4 \
@@ -113,6 +124,6 @@ case "${1:-}" in
       --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|finish|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|real1|finish|evaluate" >&2; exit 2
     ;;
 esac

@@ -20,7 +20,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -559,7 +559,14 @@ def lineage(base: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--train", required=True, help="training manifest (JSON Lines)")
+    p.add_argument(
+        "--train",
+        required=True,
+        nargs="+",
+        metavar="MANIFEST[*N]",
+        help="training manifests (JSON Lines), joined; '*N' repeats one N times per epoch, "
+        "so a small corpus (real speech beside hours of TTS) gets a share worth learning from",
+    )
     p.add_argument("--dev", help="dev manifest for per-epoch greedy WER/CER")
     p.add_argument("--out", required=True, help="run directory: checkpoint.pt, log.jsonl, bundle/")
     p.add_argument("--export", help="bundle directory to write at the end (default OUT/bundle)")
@@ -580,6 +587,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=32, help="global batch (all ranks)")
     p.add_argument("--bins", type=int, default=64, help="alternated sorting bins / buckets")
     p.add_argument("--sortagrad", type=_bool, default=True, help="first epoch sorted by length")
+
+
+def read_training_manifests(specs: Sequence[str]) -> list[Utterance]:
+    """Every `MANIFEST[*N]` read (audio checked) and joined, each repeated N times."""
+    out: list[Utterance] = []
+    for spec in specs:
+        path, star, times = spec.rpartition("*") if "*" in spec else (spec, "", "1")
+        if not times.isdigit() or int(times) < 1:
+            raise ValueError(f"--train {spec!r}: the repeat count after '*' must be 1 or more")
+        out += read_manifest(path, check_audio=True) * int(times)
+    return out
 
 
 def _bool(v: str) -> bool:
@@ -612,7 +630,7 @@ def main(args: argparse.Namespace) -> int:
         )
         batch_cfg = BatchConfig(args.strategy, args.batch_size, args.bins, args.sortagrad, cfg.seed)
         model_cfg = model_config_from_args(args)
-        train = read_manifest(args.train, check_audio=True)
+        train = read_training_manifests(args.train)
         dev = read_manifest(args.dev, check_audio=True) if args.dev else []
         trainer = Trainer(model_cfg, cfg, batch_cfg, train, dev, Path(args.out), args.device)
     except ValueError as e:  # a bad flag, or a broken (its line named) or empty manifest
@@ -625,7 +643,8 @@ def main(args: argparse.Namespace) -> int:
             f"{trainer.model.num_parameters():,} parameters"
         )
     bundle = Path(args.export or Path(args.out) / "bundle")
-    trainer.fit(on_epoch=lambda t: print(f"bundle written to {export(t, bundle, args.train)}"))
+    manifests = " ".join(args.train)
+    trainer.fit(on_epoch=lambda t: print(f"bundle written to {export(t, bundle, manifests)}"))
     if trainer.dist.world > 1:
         dist.barrier()  # every rank done with the group before any tears it down
         dist.destroy_process_group()

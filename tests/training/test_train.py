@@ -25,7 +25,15 @@ from models.metrics import error_rates
 from tests.models.conftest import TINY_CONFIGS
 from training.batching import BatchConfig
 from training.data import Batch
-from training.train import TrainConfig, Trainer, ema_rate, export, lineage, transcribe_greedy
+from training.train import (
+    TrainConfig,
+    Trainer,
+    ema_rate,
+    export,
+    lineage,
+    read_training_manifests,
+    transcribe_greedy,
+)
 
 MODEL = TINY_CONFIGS["2d-gru"]
 TEXTS = ["abc", "hello", "go on", "a bad cab", "no", "hi there", "ok", "see me"]
@@ -446,3 +454,24 @@ def test_a_chain_of_fine_tunes_keeps_every_stage() -> None:
     newer = {"steps": 10, "train_time_hours": 0.5, "earlier_stages": stages}
     assert [s["steps"] for s in lineage(newer)] == [2539, 3999, 10]
     assert lineage({"steps": 5})[0]["train_time_hours"] == "not recorded"
+
+
+def test_several_training_manifests_join_with_repeat_counts(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a, b = make_corpus(tmp_path / "a", 3), make_corpus(tmp_path / "b", 2)
+    joined = read_training_manifests(
+        [str(tmp_path / "a/train.jsonl"), f"{tmp_path}/b/train.jsonl*3"]
+    )
+    assert [u.audio for u in joined] == [u.audio for u in a + b * 3]
+    with pytest.raises(ValueError, match="repeat count"):
+        read_training_manifests([f"{tmp_path}/b/train.jsonl*0"])
+
+
+def test_a_bad_repeat_count_is_refused_with_the_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_corpus(tmp_path, 2)
+    argv = ["train", "--train", f"{tmp_path}/train.jsonl*x", "--out", str(tmp_path / "run")]
+    assert harken_cli.main(argv) == 2
+    assert "the repeat count after '*' must be 1 or more" in capsys.readouterr().err
