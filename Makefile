@@ -1,9 +1,12 @@
 # The two front-door commands: `make serve` and `make test`. Both set everything up first
 # (Debian packages, .venv with torch pinned, the project) through scripts/setup.sh.
-.PHONY: setup setup-test serve test lint typecheck pytest bench-model
+.PHONY: setup setup-test setup-synth serve test lint typecheck pytest bench-model
 
 setup:
-	@bash scripts/setup.sh
+	@bash scripts/setup.sh --serve
+
+setup-synth:  # the corpus workshop and training tools: TTS engines, KenLM's tools, peers
+	@bash scripts/setup.sh --synth
 
 setup-test:
 	@bash scripts/setup.sh --test

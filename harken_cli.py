@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import sys
 
 # name -> (module, one-line help)
@@ -38,12 +39,24 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml), or 'unknown' when run from a
+    source tree that was never installed."""
+    try:
+        return importlib.metadata.version("harken")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="harken", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"harken {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
+    if argv and argv[0] == "--version":
+        parser.parse_args(argv[:1])  # prints the version and exits
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         parser.print_help() if not argv or argv[0] in ("-h", "--help") else parser.error(
             f"unknown command {argv[0]!r}; choose one of: {', '.join(COMMANDS)}"

@@ -89,22 +89,33 @@ class SynthConfig:
             raise ValueError("renders must be >= 1 and max_seconds > 0")
         if unknown := set(self.engines) - set(voices.ENGINES):
             raise ValueError(f"unknown engines {sorted(unknown)}; use {', '.join(voices.ENGINES)}")
-        if "pico" in self.engines and not voices.pico_available():
-            raise ValueError("engine pico needs the ttspico package (scripts/setup.sh installs it)")
-        if "piper" in self.engines and not voices.piper_available():
+        missing = [f"{e} ({why})" for e in self.engines if (why := _missing(e))]
+        if missing:
             raise ValueError(
-                "engine piper needs piper-tts and its voice packages (scripts/setup.sh installs them)"
+                f"engines not installed: {'; '.join(missing)}. `make setup-synth` "
+                "(scripts/setup.sh --synth) installs every engine"
             )
-        if "rhvoice" in self.engines and not voices.rhvoice_available():
-            raise ValueError(
-                "engine rhvoice needs wine, RHVoice.dll, its bdl/clb data and the compiled "
-                f"front end in {voices.RHVOICE_DIR} (scripts/setup.sh installs them)"
-            )
-        if "kokoro" in self.engines and not voices.kokoro_available():
-            raise ValueError(
-                f"engine kokoro needs {', '.join(kokoro.missing_packages())} "
-                f"({kokoro.INSTALL_HINT}; scripts/setup.sh installs them)"
-            )
+
+
+def _missing(engine: str) -> str | None:
+    """What an engine lacks on this machine, or None when it can render."""
+    programs = {"espeak-ng": "espeak-ng", "flite": "flite", "festival": "text2wave"}
+    if engine in programs:
+        return None if shutil.which(programs[engine]) else f"no {programs[engine]} program"
+    checks = {
+        "pico": (voices.pico_available, "needs the ttspico package"),
+        "piper": (voices.piper_available, "needs piper-tts and its voice package"),
+        "rhvoice": (
+            voices.rhvoice_available,
+            f"needs wine, RHVoice.dll, its bdl/clb data and rhsay.exe in {voices.RHVOICE_DIR}",
+        ),
+    }
+    if engine == "kokoro":
+        return (
+            None if voices.kokoro_available() else f"needs {', '.join(kokoro.missing_packages())}"
+        )
+    available, why = checks[engine]
+    return None if available() else why
 
 
 def training_voices(engines: Sequence[str]) -> tuple[list[Voice], list[float]]:

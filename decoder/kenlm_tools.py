@@ -60,7 +60,7 @@ def _require_programs(*names: str) -> None:
     missing = [n for n in names if shutil.which(n) is None]
     if missing:
         raise RuntimeError(
-            f"building KenLM needs {', '.join(missing)}; run scripts/setup.sh "
+            f"building KenLM needs {', '.join(missing)}; run make setup-synth "
             "(it installs cmake, a C++ compiler and the boost packages)"
         )
 

@@ -1,15 +1,35 @@
 #!/usr/bin/env bash
-# One-shot, idempotent set-up: Debian packages, .venv, torch (pinned, first), the rest.
-# Re-running is cheap: each step is skipped when its stamp is newer than its inputs.
-# Usage: setup.sh [--test]   (--test adds what only the tests need: Debian's chromium)
+# One-shot, idempotent set-up by purpose: Debian packages, .venv, torch (pinned, first), the
+# rest. Re-running is cheap: each step is skipped when done.
+# Usage: setup.sh [--serve | --synth | --test]
+#   --serve (default, `make serve`): what serving and `harken transcribe` need, nothing more
+#   --synth (`make setup-synth`): also the corpus workshop and training tools: the TTS engines
+#           (Debian's, PyPI's, RHVoice under wine), KenLM's lmplz/build_binary, the peers
+#   --test  (`make test`): everything, and Debian's chromium for the browser page test
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAMP=.venv/.harken-stamps
-APT_PKGS=(espeak-ng flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts fortunes fortunes-min ffmpeg
-          cmake libboost-program-options-dev libboost-system-dev libboost-thread-dev libboost-test-dev
-          zlib1g-dev libbz2-dev liblzma-dev libsndfile1
-          wine64 gcc-mingw-w64-x86-64)  # RHVoice: its Windows DLL under wine, our front end
-[ "${1:-}" = "--test" ] && APT_PKGS+=(chromium)  # the browser page test
+PURPOSE=${1:---serve}
+case "$PURPOSE" in
+  --serve | --synth | --test) ;;
+  *) echo "usage: $0 [--serve | --synth | --test]" >&2; exit 2 ;;
+esac
+# serving: audio decoding (libsndfile, ffmpeg for MP3/M4A/WebM) and KenLM's Python module's
+# build (a compiler is on every supported machine; these are its compression libraries)
+APT_PKGS=(ffmpeg libsndfile1 zlib1g-dev libbz2-dev liblzma-dev)
+EXTRAS=""
+if [ "$PURPOSE" != --serve ]; then
+  APT_PKGS+=(espeak-ng flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts
+             fortunes fortunes-min
+             cmake libboost-program-options-dev libboost-system-dev libboost-thread-dev
+             libboost-test-dev  # KenLM's lmplz and build_binary, for harken build-lm
+             wine64 gcc-mingw-w64-x86-64)  # RHVoice: its Windows DLL under wine, our front end
+  EXTRAS="[synth,peers,bench]"
+fi
+if [ "$PURPOSE" = --test ]; then
+  APT_PKGS+=(chromium)  # the browser page test
+  EXTRAS="[dev,bench,synth,peers]"
+fi
 
 need_apt=()
 for p in "${APT_PKGS[@]}"; do
@@ -32,11 +52,15 @@ if [ ! -f "$STAMP/torch" ]; then
   .venv/bin/pip install -q torch==2.13.0
   touch "$STAMP/torch"
 fi
-if [ ! -f "$STAMP/deps" ] || [ pyproject.toml -nt "$STAMP/deps" ] || [ scripts/constraints.txt -nt "$STAMP/deps" ]; then
-  echo "[setup] installing harken and its dependencies"
-  .venv/bin/pip install -q -c scripts/constraints.txt -e ".[dev,bench,synth,peers]"
-  touch "$STAMP/deps"
+# one stamp per set of extras: a serving install later asked to test installs the rest
+DEPS="$STAMP/deps${EXTRAS//[^a-z]/-}"
+if [ ! -f "$DEPS" ] || [ pyproject.toml -nt "$DEPS" ] || [ scripts/constraints.txt -nt "$DEPS" ]; then
+  echo "[setup] installing harken${EXTRAS} and its dependencies"
+  .venv/bin/pip install -q -c scripts/constraints.txt -e ".${EXTRAS}"
+  touch "$DEPS"
 fi
+[ "$PURPOSE" = --serve ] && exit 0  # nothing below is needed to serve
+
 # KenLM's lmplz and build_binary, built once from its source release into third_party/kenlm
 echo "[setup] KenLM tools (cached after the first build)"
 .venv/bin/python -m decoder.kenlm_tools

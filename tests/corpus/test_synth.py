@@ -196,3 +196,11 @@ def test_unknown_engine_is_refused_with_the_known_ones() -> None:
         ValueError, match="use espeak-ng, flite, festival, pico, piper, rhvoice, kokoro"
     ):
         synth.SynthConfig(engines=("espeak-ng", "sapi"))
+
+
+def test_a_missing_engine_names_the_setup_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_which = shutil.which
+    monkeypatch.setattr("shutil.which", lambda p: None if p == "flite" else real_which(p))
+    monkeypatch.setattr("corpus.voices.pico_available", lambda: False)
+    with pytest.raises(ValueError, match=r"flite \(no flite program\); pico .*make setup-synth"):
+        synth.SynthConfig(engines=("flite", "pico"))
