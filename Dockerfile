@@ -11,7 +11,7 @@ FROM ${BASE_IMAGE}
 
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 ARG DEVICE=cpu
-ARG DTYPE=fp32
+ARG DTYPE=auto
 ENV DEBIAN_FRONTEND=noninteractive PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
     PATH=/opt/venv/bin:$PATH
 

@@ -28,7 +28,7 @@ import torch
 from decoder.loading import DECODER_JSON
 from decoder.metrics import ErrorRate, edit_distance
 from evaluation.peers import PEERS, PeerUnavailable, load_peer, transcribe_manifest
-from models.bundle import load_bundle
+from models.bundle import DTYPES, load_bundle
 from models.ds2 import DS2
 from models.features import featurize
 from models.manifest import Utterance, read_manifest
@@ -94,7 +94,8 @@ def log_probs(
         feats = [_features(model, a) for a in audio]
         no_labels = torch.zeros(0, dtype=torch.long)
         b = collate([Example(f, no_labels, i) for f, i in zip(feats, idx, strict=True)])
-        lp, n = adapted_forward(model, b.feats, b.feat_lengths)
+        dtype = next(model.parameters()).dtype  # the precision the bundle was loaded in
+        lp, n = adapted_forward(model, b.feats.to(dtype), b.feat_lengths)
         for j, i in enumerate(idx):
             out[i] = lp[j, : int(n[j])].float().numpy()
     return out, samples / rate
@@ -202,6 +203,7 @@ def evaluate(
     return {
         "bundle": str(args.bundle),
         "manifest": str(args.manifest),
+        "dtype": args.dtype,
         "utterances": len(utts),
         "audio_seconds": audio_seconds,
         "timing": timing,
@@ -264,6 +266,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-frames", type=int, default=20000, help="padded frames per batch")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument(
+        "--dtype",
+        choices=sorted(DTYPES),
+        default="fp32",
+        help="precision of the network (what `harken serve --dtype` would run)",
+    )
+    p.add_argument(
         "--peers",
         nargs="+",
         default=[],
@@ -277,7 +285,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    model = load_bundle(args.bundle)
+    model = load_bundle(args.bundle, dtype=DTYPES[args.dtype])
     utts = read_manifest(args.manifest, check_audio=True)
     utts = utts[: args.limit] if args.limit else utts
     if not utts:

@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--bundle", default=DEFAULT_BUNDLE, help="model bundle for in-process runs")
     parser.add_argument("--device", choices=DEVICES, default="cpu")
-    parser.add_argument("--dtype", choices=DTYPES, default="fp32")
+    parser.add_argument("--dtype", choices=DTYPES, default="auto")
     parser.add_argument("--decoder", choices=DECODERS, default="beam")
     parser.add_argument("--words", action="store_true", help="include words with start/end/conf")
 

@@ -18,7 +18,7 @@ from models.config import parse_bool
 from server.dispatch import POLICIES, DispatchConfig
 
 DEVICES = ("cpu", "cuda")
-DTYPES = ("fp32", "bf16", "fp16")
+DTYPES = ("auto", "fp32", "bf16", "fp16")
 DECODERS = ("beam", "greedy")
 DEFAULT_BUNDLE = str(Path(__file__).resolve().parent.parent / "models" / "default")
 ENV_PREFIX = "HARKEN_"
@@ -30,7 +30,9 @@ class ServerConfig:
     port: int = 8000  # TCP port; 0 picks a free one
     bundle: str = DEFAULT_BUNDLE  # model bundle directory (models/default by default)
     device: str = "cpu"  # cpu | cuda: where the acoustic model runs
-    dtype: str = "fp32"  # fp32 | bf16 | fp16: model precision (DS2 §7.2 serves fp16)
+    # auto | fp32 | bf16 | fp16: model precision. auto: fp16 on CUDA (DS2 §7.2), bf16 on CPUs
+    # with native bf16 units (AMX, AVX512-BF16), fp32 elsewhere (server/precision.py)
+    dtype: str = "auto"
     policy: str = "eager"  # batch dispatch policy: eager | timeout | none
     max_batch: int = 32  # most streams in one model step
     max_delay_ms: float = 5.0  # timeout policy: longest wait for a fuller batch

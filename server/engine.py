@@ -7,6 +7,7 @@ very same path from audio to text.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -17,8 +18,11 @@ from server.config import ServerConfig
 from server.decoder_procs import ProcessDecoder
 from server.decoding import Decoder, DecoderPool, build_decoder
 from server.dispatch import BatchDispatcher, DispatchObserver
+from server.precision import resolve_dtype
 from server.runner import F32, Chunk, ModelRunner
 from server.session import Engine
+
+log = logging.getLogger("harken.server")
 
 
 @asynccontextmanager
@@ -28,11 +32,13 @@ async def running_engine(
     """Load the bundle (off the event loop), start the dispatcher; stop and free on exit."""
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)  # process-wide, as torch allows
+    dtype, why = resolve_dtype(config.dtype, config.device)
+    log.info("model precision %s (%s)", dtype, why)
     runner = await asyncio.to_thread(
         ModelRunner.from_bundle,
         config.bundle,
         config.device,
-        config.dtype,
+        dtype,
         config.speaker_adaptation,
     )
     await asyncio.to_thread(runner.warmup)

@@ -35,5 +35,7 @@ def manifest(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def server(tiny_bundle: Path) -> Iterator[Running]:  # noqa: F811
     """Room for every test's streams; tests that need rejections start their own."""
-    with running(ServerConfig(bundle=str(tiny_bundle), chunk_ms=80, max_streams=8)) as r:
+    with running(
+        ServerConfig(dtype="fp32", bundle=str(tiny_bundle), chunk_ms=80, max_streams=8)
+    ) as r:
         yield r

@@ -96,7 +96,9 @@ def test_unreachable_server_fails_with_its_reason_and_stops(manifest: Path, tmp_
 def test_rejected_streams_are_failures_with_the_servers_reason(
     tiny_bundle: Path, manifest: Path, tmp_path: Path
 ) -> None:
-    with running(ServerConfig(bundle=str(tiny_bundle), chunk_ms=80, max_streams=1)) as one:
+    with running(
+        ServerConfig(dtype="fp32", bundle=str(tiny_bundle), chunk_ms=80, max_streams=1)
+    ) as one:
         status, _ = loadtest(
             tmp_path, manifest, "--url", one.ws, "--streams", "3", "--seconds", "1.5"
         )
@@ -142,7 +144,7 @@ def test_a_server_that_never_answers_times_out_and_the_run_ends(
 def test_compare_policies_on_given_servers(
     tiny_bundle: Path, manifest: Path, tmp_path: Path
 ) -> None:
-    config = ServerConfig(bundle=str(tiny_bundle), chunk_ms=80)
+    config = ServerConfig(dtype="fp32", bundle=str(tiny_bundle), chunk_ms=80)
     with running(config) as eager, running(config.replace(policy="none")) as none:
         status, _ = loadtest(
             tmp_path,

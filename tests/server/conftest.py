@@ -26,9 +26,15 @@ def warped_bundle(tiny_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 @pytest.fixture(scope="session")
 def server(tiny_bundle: Path) -> Iterator[Running]:
-    """A server with small limits, shared by the end-to-end tests (none holds it busy)."""
+    """A server with small limits, shared by the end-to-end tests (none holds it busy); fp32,
+    so every endpoint can be compared with the fp32 offline reference on any CPU."""
     config = ServerConfig(
-        bundle=str(tiny_bundle), max_streams=3, max_upload_mb=0.5, max_stream_s=3.0, chunk_ms=80
+        dtype="fp32",
+        bundle=str(tiny_bundle),
+        max_streams=3,
+        max_upload_mb=0.5,
+        max_stream_s=3.0,
+        chunk_ms=80,
     )
     with running(config) as r:
         yield r

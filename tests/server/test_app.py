@@ -161,7 +161,7 @@ def test_a_bundle_with_an_lm_is_decoded_with_it(tiny_bundle: Path, tmp_path: Pat
     assert isinstance(build_decoder(bundle, load_bundle(bundle).config).lm, KenLM)  # type: ignore[attr-defined]
     expected = reference_text(bundle, np.frombuffer(AUDIO_PCM, "<i2").astype(np.float32) / 32768)
     with (
-        running(ServerConfig(bundle=str(bundle))) as server,
+        running(ServerConfig(dtype="fp32", bundle=str(bundle))) as server,
         connect(f"{server.ws}/v1/stream") as ws,
     ):
         *_, final = stream(ws, AUDIO_PCM)
@@ -174,7 +174,7 @@ def test_a_bundle_with_speaker_adaptation_streams_what_it_transcribes_offline(
     expected = reference_text(
         warped_bundle, np.frombuffer(AUDIO_PCM, "<i2").astype(np.float32) / 32768
     )
-    with running(ServerConfig(bundle=str(warped_bundle))) as server:
+    with running(ServerConfig(dtype="fp32", bundle=str(warped_bundle))) as server:
         with connect(f"{server.ws}/v1/stream") as ws:
             *_, final = stream(ws, AUDIO_PCM, frame=778)
         with connect(f"{server.ws}/v1/stream") as ws:

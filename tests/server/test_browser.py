@@ -37,7 +37,7 @@ def test_the_page_streams_the_microphone_and_shows_the_words(spoken: Path) -> No
     audio, _ = sf.read(spoken, dtype="float32")
     offline = reference_text(Path(DEFAULT_BUNDLE), audio).split()
     assert len(set(offline) & set(SENTENCE.split())) >= 6, f"the model heard {offline}"
-    with running(ServerConfig(bundle=DEFAULT_BUNDLE)) as server:
+    with running(ServerConfig(dtype="fp32", bundle=DEFAULT_BUNDLE)) as server:
         seconds = len(audio) / 16000 + 2.0
         with open_page(f"{server.url}/?autostart=1&seconds={seconds:.1f}", spoken) as page:
             live = page.wait_for(FINAL_WHILE_LISTENING, timeout=seconds + 40)

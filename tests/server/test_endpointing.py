@@ -20,7 +20,7 @@ SECOND = "we will go for a long walk"
 
 @pytest.fixture(scope="module")
 def default_server() -> Iterator[Running]:
-    with running(ServerConfig(bundle=DEFAULT_BUNDLE, vosk_endpoint_ms=600)) as r:
+    with running(ServerConfig(dtype="fp32", bundle=DEFAULT_BUNDLE, vosk_endpoint_ms=600)) as r:
         yield r
 
 

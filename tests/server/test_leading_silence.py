@@ -24,7 +24,7 @@ def faint_noise(seconds: float, db: float = -54.0, seed: int = 3) -> np.ndarray:
 
 
 async def _transcribe_all(clips: list[np.ndarray]) -> list[dict]:
-    async with running_engine(ServerConfig(bundle=DEFAULT_BUNDLE)) as engine:
+    async with running_engine(ServerConfig(dtype="fp32", bundle=DEFAULT_BUNDLE)) as engine:
         return [(await transcribe(engine, clip))[1].model_dump() for clip in clips]
 
 

@@ -61,7 +61,7 @@ def test_a_failed_batch_fails_its_streams_and_the_server_keeps_serving(
 def test_shutdown_lets_a_stream_in_flight_finish_and_refuses_new_ones(
     tiny_bundle: Path, expected: str
 ) -> None:
-    with running(ServerConfig(bundle=str(tiny_bundle), shutdown_grace_s=30)) as r:
+    with running(ServerConfig(dtype="fp32", bundle=str(tiny_bundle), shutdown_grace_s=30)) as r:
         with connect(f"{r.ws}/v1/stream") as ws:
             ws.send(CONFIG)
             ws.send(AUDIO_PCM[:16000])

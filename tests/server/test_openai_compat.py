@@ -57,7 +57,7 @@ def test_stream_true_sends_deltas_that_add_up_to_the_final_text(
 def test_a_long_file_streams_its_stable_words_before_the_end(tiny_bundle: Path, wav: bytes) -> None:
     long = io.BytesIO()
     soundfile.write(long, make_audio(6.0, seed=3), 16000, format="WAV", subtype="PCM_16")
-    config = ServerConfig(bundle=str(tiny_bundle), max_chunk_ms=640)
+    config = ServerConfig(dtype="fp32", bundle=str(tiny_bundle), max_chunk_ms=640)
     with running(config) as small_steps:
         events = list(
             client(small_steps).audio.transcriptions.create(

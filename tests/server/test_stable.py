@@ -45,7 +45,9 @@ def test_stable_over_a_stream_never_retracts_and_covers_most_words_before_eos(
     speech: F32,
 ) -> None:
     with (
-        running(ServerConfig(bundle=DEFAULT_BUNDLE, decoder_processes=False)) as server,
+        running(
+            ServerConfig(dtype="fp32", bundle=DEFAULT_BUNDLE, decoder_processes=False)
+        ) as server,
         connect(f"{server.ws}/v1/stream") as ws,
     ):
         ws.send(json.dumps({"type": "config", "sample_rate": 16000}))

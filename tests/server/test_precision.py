@@ -1,0 +1,55 @@
+"""`--dtype auto`: fp16 on CUDA, bf16 where the CPU has native bf16 units, fp32 elsewhere; and
+the default model in bf16 still hears real words (whatever this machine's CPU)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from server.config import DEFAULT_BUNDLE, ServerConfig
+from server.engine import running_engine
+from server.precision import cpu_flags, resolve_dtype
+from server.session import transcribe
+from tests.server.serving import speak
+
+AVX2 = frozenset({"sse4_2", "avx", "avx2", "fma"})
+
+
+@pytest.mark.parametrize(
+    ("device", "flags", "dtype"),
+    [
+        ("cuda", AVX2, "fp16"),
+        ("cpu", AVX2 | {"avx512_bf16"}, "bf16"),  # AMD Zen 4
+        ("cpu", AVX2 | {"amx_bf16", "amx_tile", "avx512_bf16"}, "bf16"),  # Intel Sapphire Rapids
+        ("cpu", AVX2, "fp32"),
+        ("cpu", frozenset(), "fp32"),  # flags unreadable (not Linux)
+    ],
+)
+def test_auto_follows_the_hardware(device: str, flags: frozenset[str], dtype: str) -> None:
+    chosen, why = resolve_dtype("auto", device, flags)
+    assert chosen == dtype and why.startswith(f"auto: {dtype}")
+
+
+def test_an_explicit_dtype_is_kept() -> None:
+    assert resolve_dtype("fp32", "cpu", frozenset({"amx_bf16"}))[0] == "fp32"
+    assert resolve_dtype("bf16", "cpu", AVX2)[0] == "bf16"
+
+
+def test_flags_are_read_from_cpuinfo(tmp_path: Path) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512_bf16\nbugs\t\t: none\n")
+    assert cpu_flags(info) == {"fpu", "avx2", "avx512_bf16"}
+    assert cpu_flags(tmp_path / "missing") == frozenset()
+
+
+def test_the_default_model_in_bf16_hears_a_sentence() -> None:
+    sentence = "the weather is nice today and we will go for a long walk"
+
+    async def run() -> str:
+        async with running_engine(ServerConfig(dtype="bf16", bundle=DEFAULT_BUNDLE)) as engine:
+            return (await transcribe(engine, speak(sentence)))[1].text
+
+    heard = asyncio.run(run()).split()
+    assert len(set(heard) & set(sentence.split())) >= 8, heard
