@@ -1,5 +1,6 @@
-"""A bundle's CARD.md from what was measured: the corpus statistics `harken synth` wrote, the
-provenance `harken train` stored in config.json, and `harken eval` reports on dev and test.
+"""A bundle's CARD.md from what was measured: the corpus statistics `harken synth` (and
+`harken prepare`) wrote, the provenance `harken train` stored in config.json, and
+`harken eval` reports on dev and test, with the peer recognisers' rows when they were scored.
 
     python -m models.card --bundle models/default --corpus-stats data/corpus/stats.json \
         --eval dev=eval_dev.json --eval test=eval_test.json
@@ -34,6 +35,50 @@ def _rates(report: dict[str, Any]) -> list[str]:
     return rows
 
 
+def _extra(stats: dict[str, Any]) -> str:
+    """A further training source: `harken synth`'s stats.json (its train split) or
+    `harken prepare`'s prepare_report.json (its kept splits)."""
+    if "kept" in stats:
+        kept = stats["kept"]
+        return (
+            "; ".join(
+                f"{split} {k['utterances']} utterances, {k['hours']} h" for split, k in kept.items()
+            )
+            + f" ({stats.get('source', 'prepared')})"
+        )
+    train = stats.get("train", {})
+    return f"train {train.get('utterances')} utterances, {train.get('hours')} h; " + _voices(
+        train.get("hours_per_voice", {})
+    )
+
+
+def _standing(evals: dict[str, dict[str, Any]]) -> list[str]:
+    """Our best decoder beside the peer recognisers scored on the same references, so the
+    card says plainly how far the model is from what users compare it with."""
+    rows = []
+    for split, report in evals.items():
+        peers, d = report.get("peers", []), report["decoders"]
+        if not peers:
+            continue
+        ours = "beam" if "beam" in d else "greedy"
+        wer = d[ours]["overall"]["wer"]
+        others = ", ".join(f"{p} {d[p]['overall']['wer']:.1%}" for p in peers)
+        best = min(d[p]["overall"]["wer"] for p in peers)
+        verdict = "ahead of" if wer < best else f"{wer - best:.1%} behind"
+        rows.append(f"- {split}: harken {ours} WER {wer:.1%}; {others} ({verdict} the best peer)")
+    if not rows:
+        return []
+    return [
+        "",
+        "## Beside the peers (`harken eval --peers`, the same references)",
+        *rows,
+        "",
+        "Where harken is behind, a peer transcribes more words right; harken's strengths are "
+        "streaming latency and throughput on small CPUs (README, Measured). Trust it on voices "
+        "like its training voices; expect many more errors on unseen real speakers.",
+    ]
+
+
 def _adaptation(cfg: ModelConfig) -> str:
     if not cfg.warp_factors:
         return "none"
@@ -54,7 +99,12 @@ def provenance_lines(prov: dict[str, Any]) -> list[str]:
     return lines
 
 
-def card(meta: dict[str, Any], stats: dict[str, Any], evals: dict[str, dict[str, Any]]) -> str:
+def card(
+    meta: dict[str, Any],
+    stats: dict[str, Any],
+    evals: dict[str, dict[str, Any]],
+    extra_data: dict[str, dict[str, Any]] | None = None,
+) -> str:
     cfg = ModelConfig.from_dict(meta["model"])
     prov = meta.get("provenance", {})
     f = cfg.features
@@ -93,11 +143,14 @@ def card(meta: dict[str, Any], stats: dict[str, Any], evals: dict[str, dict[str,
             lines.append(
                 f"- {split}: {s.get('utterances')} utterances, {s.get('hours')} h; {voices}"
             )
+    for name, extra in (extra_data or {}).items():
+        lines += [f"- {name}: " + _extra(extra)]
     lines += ["", "## Training"]
     lines += provenance_lines(prov)
     lines += ["", "## Accuracy (`harken eval`)"]
     for split, report in evals.items():
         lines.append(f"- {split} ({report['utterances']} utterances): " + "; ".join(_rates(report)))
+    lines += _standing(evals)
     return "\n".join(lines) + "\n"
 
 
@@ -106,6 +159,12 @@ def main() -> int:
     p.add_argument("--bundle", type=Path, required=True)
     p.add_argument("--corpus-stats", type=Path, required=True, help="stats.json of harken synth")
     p.add_argument("--eval", action="append", default=[], help="SPLIT=eval.json (repeatable)")
+    p.add_argument(
+        "--extra-data",
+        action="append",
+        default=[],
+        help="NAME=stats.json or prepare_report.json of a further training source (repeatable)",
+    )
     args = p.parse_args()
     meta = json.loads((args.bundle / "config.json").read_text())
     stats = json.loads(args.corpus_stats.read_text())
@@ -113,7 +172,11 @@ def main() -> int:
     for item in args.eval:
         split, _, path = item.partition("=")
         evals[split] = json.loads(Path(path).read_text())
-    (args.bundle / "CARD.md").write_text(card(meta, stats, evals))
+    extra = {}
+    for item in args.extra_data:
+        name, _, path = item.partition("=")
+        extra[name] = json.loads(Path(path).read_text())
+    (args.bundle / "CARD.md").write_text(card(meta, stats, evals, extra))
     print((args.bundle / "CARD.md").read_text())
     return 0
 

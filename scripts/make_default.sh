@@ -24,14 +24,16 @@
 #   bash scripts/make_default.sh real1    # from models/default with both joined, the Asterisk
 #                                         # train split repeated 8 times per epoch; bf16
 #                                         # (2.4x fp32's speed on AVX512-BF16 CPUs) (runs/real1)
-#   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate`
+#   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate` (RUN=runs/real1
+#                                         # B=runs/real1/candidate R=runs/real1/results builds
+#                                         # and measures a candidate without touching models/)
 #   bash scripts/make_default.sh evaluate # speaker-warp factors, alpha/beta, dev/test eval, CARD.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 H=.venv/bin/harken
 RUN=${RUN:-runs/default}  # finish exports from this run (runs/finetune after finetune)
-B=models/default
-R=models/results
+B=${B:-models/default}  # finish/evaluate: a candidate can be built and measured elsewhere
+R=${R:-models/results}
 DATA=${DATA:-"--train data/corpus/train.jsonl --dev data/corpus/dev.jsonl"}
 NET="--device cpu --precision fp32 --conv-type 1d --conv-channels 256 --rnn-layers 3 \
   --rnn-hidden 384 --row-conv-tau 10"
@@ -115,7 +117,12 @@ case "${1:-}" in
       --ema-decay 0.998 --precision "${PRECISION:-bf16}"
     ;;
   finish)
+    mkdir -p $B $R
     cp $RUN/bundle/model.safetensors $RUN/bundle/config.json $B/
+    # a candidate outside models/default starts from the shipped LM and decoder settings
+    for f in lm.binary unigrams.txt decoder.json; do
+      [ -f $B/$f ] || cp models/default/$f $B/
+    done
     [ -f $B/lm.binary ] || $H build-lm --text data/corpus/lm_text.txt --order 4 \
       --prune 0 0 1 --quantize 8 --out $B
     "$0" evaluate
@@ -124,14 +131,22 @@ case "${1:-}" in
     # speaker adaptation first: the LM weight is tuned on the outputs the server will decode
     $H tune-warp --bundle $B --manifest data/corpus/dev.jsonl --out $R/warp_dev.json
     $H tune-lm --bundle $B --manifest data/corpus/dev.jsonl --trials 60 --alpha 0.2 1.5 --beta 0 3.5 | tail -3
-    for split in dev test; do
-      $H eval --bundle $B --manifest data/corpus/$split.jsonl --beam --out $R/default_eval_$split.json
-    done
+    # test sets with the peer recognisers beside us (the same references)
+    PEERS="--peers pocketsphinx whisper-tiny.en --threads 1"
+    $H eval --bundle $B --manifest data/corpus/dev.jsonl --beam --out $R/default_eval_dev.json
+    $H eval --bundle $B --manifest data/corpus/test.jsonl --beam $PEERS --out $R/default_eval_test.json
+    $H eval --bundle $B --manifest data/asterisk/dev.jsonl --beam --out $R/default_eval_real_dev.json
+    $H eval --bundle $B --manifest data/asterisk/test.jsonl --beam $PEERS \
+      --out $R/default_eval_real_test.json
     # the same model on voices it trained on (first 200 training utterances): the gap to
     # dev/test is how far held-out voices are from the training voices
     $H eval --bundle $B --manifest data/corpus/train.jsonl --limit 200 --out $R/default_eval_train200.json
     .venv/bin/python -m models.card --bundle $B --corpus-stats data/corpus/stats.json \
+      --extra-data "Kokoro voices (data/kokoro)=data/kokoro/stats.json" \
+      --extra-data "real speech, one woman (data/asterisk)=data/asterisk/prepare_report.json" \
       --eval dev=$R/default_eval_dev.json --eval test=$R/default_eval_test.json \
+      --eval "real dev (Asterisk prompts)=$R/default_eval_real_dev.json" \
+      --eval "real test (Asterisk prompts; her train split was trained on: adaptation to her)=$R/default_eval_real_test.json" \
       --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json"
     ;;
   *)

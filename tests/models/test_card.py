@@ -1,0 +1,47 @@
+"""The model card: peers' rows beside ours with the gap stated, and further training sources."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from models.card import card
+from models.config import ModelConfig
+
+
+def _row(wer: float) -> dict[str, Any]:
+    return {"overall": {"wer": wer, "cer": wer / 2}}
+
+
+def _meta() -> dict[str, Any]:
+    return {"model": ModelConfig().to_dict(), "provenance": {}, "parameters": 1}
+
+
+def test_the_card_states_the_distance_to_the_peers() -> None:
+    report = {
+        "utterances": 10,
+        "peers": ["pocketsphinx", "whisper-tiny.en"],
+        "decoders": {
+            "pocketsphinx": _row(0.22),
+            "whisper-tiny.en": _row(0.10),
+            "greedy": _row(0.7),
+            "beam": _row(0.49),
+        },
+    }
+    text = card(_meta(), {}, {"test": report, "dev": {**report, "peers": []}})
+    assert "- test (10 utterances): pocketsphinx: WER 22.0%" in text
+    assert (
+        "- test: harken beam WER 49.0%; pocketsphinx 22.0%, whisper-tiny.en 10.0% "
+        "(39.0% behind the best peer)" in text
+    )
+    assert "- dev: harken" not in text  # no peers scored there
+
+
+def test_further_training_sources_are_listed() -> None:
+    prepared = {
+        "source": "asterisk",
+        "kept": {"train": {"utterances": 293, "hours": 0.11, "voices": 1}},
+    }
+    synth = {"train": {"utterances": 7, "hours": 0.5, "hours_per_voice": {"kokoro:a": 0.5}}}
+    text = card(_meta(), {}, {}, {"real speech": prepared, "kokoro": synth})
+    assert "- real speech: train 293 utterances, 0.11 h (asterisk)" in text
+    assert "- kokoro: train 7 utterances, 0.5 h; kokoro: 1 voice(s)" in text
