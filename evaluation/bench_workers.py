@@ -23,11 +23,11 @@ import numpy as np
 import numpy.typing as npt
 
 from evaluation.model_outputs import manifest_log_probs
+from models import DEFAULT_BUNDLE
 from models.config import ModelConfig
 from server.decoding import Decoder, DecoderStream, build_decoder
 
 F32 = npt.NDArray[np.float32]
-DEFAULT_BUNDLE = Path(__file__).resolve().parents[1] / "models" / "default"
 
 # One decoder and its streams per process (or one shared by the threads).
 _decoder: Decoder | None = None

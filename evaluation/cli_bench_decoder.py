@@ -10,8 +10,7 @@ from pathlib import Path
 from decoder.alphabet import Alphabet
 from decoder.bench import markdown, run_bench, write_results
 from evaluation.model_outputs import manifest_log_probs
-
-DEFAULT_BUNDLE = Path(__file__).resolve().parents[1] / "models" / "default"
+from models import DEFAULT_BUNDLE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

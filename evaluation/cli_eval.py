@@ -28,6 +28,7 @@ import torch
 from decoder.loading import DECODER_JSON
 from decoder.metrics import ErrorRate, edit_distance
 from evaluation.peers import PEERS, PeerUnavailable, load_peer, transcribe_manifest
+from models import DEFAULT_BUNDLE
 from models.bundle import DTYPES, load_bundle
 from models.ds2 import DS2
 from models.features import featurize
@@ -37,7 +38,6 @@ from server.decoding import Decoder, build_decoder
 from training.data import Example, collate, load_audio
 
 F32 = npt.NDArray[np.float32]
-DEFAULT_BUNDLE = Path(__file__).resolve().parents[1] / "models" / "default"
 NO_VOICE = "(no voice)"
 
 

@@ -11,8 +11,7 @@ from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder, update_decoder_json
 from decoder.tune import tune
 from evaluation.model_outputs import manifest_log_probs
-
-DEFAULT_BUNDLE = Path(__file__).resolve().parents[1] / "models" / "default"
+from models import DEFAULT_BUNDLE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from models import DEFAULT_BUNDLE
 from models.bundle import load_bundle, read_bundle_config
 from models.config import ModelConfig
 from models.ds2 import DS2
@@ -32,7 +33,6 @@ from models.warp import WarpChoice, select, warp_features
 from training.data import load_audio
 
 F32 = npt.NDArray[np.float32]
-DEFAULT_BUNDLE = Path(__file__).resolve().parents[1] / "models" / "default"
 # () is adaptation off; the others lean downwards (voices higher than the training voices,
 # the common case for a model trained on male voices) and one also upwards.
 CANDIDATES: tuple[tuple[float, ...], ...] = (

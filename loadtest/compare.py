@@ -18,7 +18,7 @@ from loadtest.launch import LaunchError, launched
 from loadtest.report import write_comparison, write_report
 from loadtest.sweep import LoadConfig, say, sweep
 
-POLICIES = ("eager", "timeout", "none")
+POLICIES = ("eager", "timeout", "none")  # server/dispatch.py's, kept equal by a test
 
 
 def compare(

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from models import DEFAULT_BUNDLE as BUNDLED
 from models.config import parse_bool
 from server.dispatch import POLICIES, DispatchConfig
 
 DEVICES = ("cpu", "cuda")
 DTYPES = ("auto", "fp32", "bf16", "fp16")
 DECODERS = ("beam", "greedy")
-DEFAULT_BUNDLE = str(Path(__file__).resolve().parent.parent / "models" / "default")
+DEFAULT_BUNDLE = str(BUNDLED)  # the default model shipped in models/default
 ENV_PREFIX = "HARKEN_"
 
 

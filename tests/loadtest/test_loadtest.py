@@ -218,3 +218,12 @@ def test_bad_arguments_say_what_to_change(
 ) -> None:
     assert harken_cli.main(["loadtest", "--manifest", str(manifest), *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_policies_compared_are_the_servers() -> None:
+    """loadtest talks to the server over the network only, so it keeps its own list of the
+    policies to launch; this keeps it from drifting from what `harken serve` accepts."""
+    from loadtest.compare import POLICIES as COMPARED
+    from server.dispatch import POLICIES as SERVED
+
+    assert tuple(COMPARED) == tuple(SERVED)
