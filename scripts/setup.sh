@@ -59,6 +59,13 @@ if [ ! -f "$DEPS" ] || [ pyproject.toml -nt "$DEPS" ] || [ scripts/constraints.t
   .venv/bin/pip install -q -c scripts/constraints.txt -e ".${EXTRAS}"
   touch "$DEPS"
 fi
+# the beam search's numba kernels: compiled once into numba's cache (about 15 s), so the
+# first server start or transcript does not pay for it in every decoder process
+if [ ! -f "$STAMP/kernels" ] || [ -n "$(find decoder -name '*.py' -newer "$STAMP/kernels")" ]; then
+  echo "[setup] compiling the beam search's kernels"
+  .venv/bin/python -c "from decoder.beam import warm_up; warm_up()"
+  touch "$STAMP/kernels"
+fi
 [ "$PURPOSE" = --serve ] && exit 0  # nothing below is needed to serve
 
 # KenLM's lmplz and build_binary, built once from its source release into third_party/kenlm

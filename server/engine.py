@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 
 import torch
 
+from decoder.beam import warm_up
 from models.config import ModelConfig
 from server.config import ServerConfig
 from server.decoder_procs import ProcessDecoder
@@ -44,9 +45,14 @@ async def running_engine(
     await asyncio.to_thread(runner.warmup)
     dispatcher: BatchDispatcher[Chunk, F32] = BatchDispatcher(runner, config.dispatch, observer)
     pool = DecoderPool(config.decoder_workers)
+    decoder: Decoder | None = None
     try:
         model = runner.model.config
-        decoder: Decoder = (
+        if config.decoder == "beam":
+            # compile (or load) the beam search's kernels here once, so the decoder processes
+            # load them from numba's cache instead of each compiling them at the same time
+            await asyncio.to_thread(warm_up)
+        decoder = (
             await asyncio.to_thread(
                 ProcessDecoder,
                 config.bundle,

@@ -3,7 +3,9 @@ only its own stream; a dead process fails its streams with a clear error."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import shutil
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -14,9 +16,10 @@ import numpy.typing as npt
 import pytest
 
 from models.config import ModelConfig
-from server.config import DEFAULT_BUNDLE
+from server.config import DEFAULT_BUNDLE, ServerConfig
 from server.decoder_procs import DecoderProcessError, ProcessDecoder
 from server.decoding import build_decoder
+from server.engine import running_engine
 
 F32 = npt.NDArray[np.float32]
 MODEL = ModelConfig(conv_type="1d")
@@ -110,3 +113,19 @@ def test_a_dropped_stream_never_blocks_and_is_freed(procs: ProcessDecoder) -> No
         dropped.join(timeout=5.0)
         assert not dropped.is_alive(), "collecting a dropped stream waited for the child"
     assert sum(procs.open_streams()) == before
+
+
+def test_an_engine_whose_decoder_fails_to_start_reports_that_reason(
+    tiny_bundle: Path, tmp_path: Path
+) -> None:
+    """The serving engine tears down what it built and raises the decoder's own error (it
+    once raised an UnboundLocalError from its clean-up instead)."""
+    bundle = Path(shutil.copytree(tiny_bundle, tmp_path / "bundle"))
+    (bundle / "decoder.json").write_text("{not json")
+
+    async def start() -> None:
+        async with running_engine(ServerConfig(dtype="fp32", bundle=str(bundle))):
+            pass
+
+    with pytest.raises(DecoderProcessError, match="could not be built"):
+        asyncio.run(start())
