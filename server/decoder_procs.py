@@ -3,10 +3,10 @@
 The beam search's frame loops are compiled and release the GIL, but its LM lookups and
 per-frame driving are Python, so two decoder threads still decode slower than one
 (server/results/workers.md: 215 against 273 audio s/s) while two processes decode in
-parallel (395). The DecoderPool's threads keep their role (stream affinity and ordering);
-each thread is bound to its own child process on first use and blocks on that child's pipe,
-which releases the GIL. A stream's decoder state lives in its child, keyed by a stream id;
-the parent holds a small proxy.
+parallel (395). The DecoderPool pairs each of its worker threads with one `DecoderProcess`
+(stream affinity and ordering stay the pool's); the thread blocks on its child's pipe, which
+releases the GIL. A stream's decoder state lives in its child, keyed by a stream id; the
+parent holds a small proxy.
 """
 
 from __future__ import annotations
@@ -146,37 +146,35 @@ class _RemoteStream:
         return result
 
 
-class ProcessDecoder:
-    """A Decoder whose streams run in `workers` child processes: the calling thread is bound
-    to a child the first time it starts a stream, so each DecoderPool thread has its own."""
+class DecoderProcess:
+    """A Decoder whose streams run in one child process. The DecoderPool gives each of its
+    worker threads its own, so a child only ever serves one thread's calls in order."""
 
-    def __init__(
-        self, bundle: str | Path, model: ModelConfig, kind: str, beam: int, workers: int
-    ) -> None:
-        self._children = [_Child(str(bundle), model, kind, beam) for _ in range(workers)]
-        try:
-            for child in self._children:
-                child.wait_ready()
-        except DecoderProcessError:
-            self.close()
-            raise
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._next = 0
+    def __init__(self, child: _Child) -> None:
+        self._child = child
 
     def start(self, hotwords: Sequence[str] = ()) -> DecoderStream:
-        child = getattr(self._local, "child", None)
-        if child is None:
-            with self._lock:
-                child = self._children[self._next % len(self._children)]
-                self._next += 1
-            self._local.child = child
-        return _RemoteStream(child, hotwords)
+        return _RemoteStream(self._child, hotwords)
 
-    def open_streams(self) -> list[int]:
-        """Streams each child process holds (closes of dropped streams applied first)."""
-        return [int(child.call("open", -1)) for child in self._children]
+    def open_streams(self) -> int:
+        """Streams the child holds (closes of dropped streams applied first)."""
+        return int(self._child.call("open", -1))
 
     def close(self) -> None:
-        for child in self._children:
+        self._child.close()
+
+
+def start_processes(
+    bundle: str | Path, model: ModelConfig, kind: str, beam: int, count: int
+) -> list[DecoderProcess]:
+    """`count` decoder processes, started together (each loads the LM) and ready; if one
+    fails, all are stopped and its reason raised."""
+    children = [_Child(str(bundle), model, kind, beam) for _ in range(count)]
+    try:
+        for child in children:
+            child.wait_ready()
+    except DecoderProcessError:
+        for child in children:
             child.close()
+        raise
+    return [DecoderProcess(child) for child in children]

@@ -5,7 +5,8 @@ on the same worker (its id modulo the pool size), so its decoder state is only e
 by one thread and its calls run in submission order; that order is what lets a session
 queue `advance` without waiting and overlap it with the stream's next model step.
 With `decoder_processes` (the default) each worker thread drives its own decoder process
-(server/decoder_procs.py), so decoding runs in parallel despite the GIL.
+(server/decoder_procs.py), so decoding runs in parallel despite the GIL; the pool is the one
+place that pairs them.
 """
 
 from __future__ import annotations
@@ -89,15 +90,22 @@ def build_decoder(
 
 
 class DecoderPool:
-    """`workers` single-thread executors with stream affinity."""
+    """Decoder workers with stream affinity: worker i is one thread driving `decoders[i]`
+    (the same in-process decoder for every worker, or a process of its own each)."""
 
-    def __init__(self, workers: int) -> None:
-        if workers < 1:
-            raise ValueError(f"decoder workers must be >= 1, got {workers}")
+    def __init__(self, decoders: Sequence[Decoder]) -> None:
+        if not decoders:
+            raise ValueError("decoder workers must be >= 1, got 0")
+        self._decoders = list(decoders)
         self._workers = [
             ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"decoder{i}")
-            for i in range(workers)
+            for i in range(len(decoders))
         ]
+
+    def start(self, stream: int, hotwords: Sequence[str] = ()) -> asyncio.Future[DecoderStream]:
+        """A new decoder stream for `stream`, on its worker's decoder."""
+        decoder = self._decoders[stream % len(self._decoders)]
+        return self.submit(stream, decoder.start, hotwords)
 
     def submit(self, stream: int, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         """Run `fn(*args)` on `stream`'s worker, after everything queued there before."""
@@ -105,5 +113,6 @@ class DecoderPool:
         return asyncio.get_running_loop().run_in_executor(worker, fn, *args)
 
     def close(self) -> None:
+        """Stop the worker threads (the decoders belong to whoever built them)."""
         for worker in self._workers:
             worker.shutdown(wait=True, cancel_futures=True)

@@ -16,7 +16,7 @@ import torch
 from decoder.beam import warm_up
 from models.config import ModelConfig
 from server.config import ServerConfig
-from server.decoder_procs import ProcessDecoder
+from server.decoder_procs import DecoderProcess, start_processes
 from server.decoding import Decoder, DecoderPool, build_decoder
 from server.dispatch import BatchDispatcher, DispatchObserver
 from server.precision import resolve_dtype
@@ -44,30 +44,31 @@ async def running_engine(
     )
     await asyncio.to_thread(runner.warmup)
     dispatcher: BatchDispatcher[Chunk, F32] = BatchDispatcher(runner, config.dispatch, observer)
-    pool = DecoderPool(config.decoder_workers)
-    decoder: Decoder | None = None
+    processes: list[DecoderProcess] = []
+    pool: DecoderPool | None = None
     try:
         model = runner.model.config
         if config.decoder == "beam":
             # compile (or load) the beam search's kernels here once, so the decoder processes
             # load them from numba's cache instead of each compiling them at the same time
             await asyncio.to_thread(warm_up)
-        decoder = (
-            await asyncio.to_thread(
-                ProcessDecoder,
+        if config.decoder_processes:
+            processes = await asyncio.to_thread(
+                start_processes,
                 config.bundle,
                 model,
                 config.decoder,
                 config.beam_size,
                 config.decoder_workers,
             )
-            if config.decoder_processes
-            else build_decoder(config.bundle, model, config.decoder, config.beam_size)
-        )
+            decoders: list[Decoder] = list(processes)
+        else:
+            shared = build_decoder(config.bundle, model, config.decoder, config.beam_size)
+            decoders = [shared] * config.decoder_workers
+        pool = DecoderPool(decoders)
         dispatcher.start()
         yield Engine(
             dispatcher=dispatcher,
-            decoder=decoder,
             pool=pool,
             features=model.features,
             chunk_frames=frames(model, config.chunk_ms),
@@ -77,9 +78,10 @@ async def running_engine(
         )
     finally:
         await dispatcher.stop()
-        pool.close()
-        if isinstance(decoder, ProcessDecoder):
-            decoder.close()
+        if pool is not None:
+            pool.close()
+        for process in processes:
+            process.close()
         runner.close()
 
 

@@ -27,7 +27,7 @@ import numpy.typing as npt
 from models.config import FeatureConfig
 from models.features import StreamingFeaturizer
 from server.audio import Resampler
-from server.decoding import Decoder, DecoderPool, DecoderStream, HypothesisLike
+from server.decoding import DecoderPool, DecoderStream, HypothesisLike
 from server.dispatch import BatchDispatcher, DispatchError
 from server.errors import (
     BadConfig,
@@ -70,8 +70,7 @@ class Engine:
     """The shared parts a session uses, built once in the app's lifespan."""
 
     dispatcher: BatchDispatcher[Chunk, F32]
-    decoder: Decoder
-    pool: DecoderPool
+    pool: DecoderPool  # the decoder workers, each with its decoder
     features: FeatureConfig
     chunk_frames: int  # frames per live step: a multiple of the model's time stride
     max_chunk_frames: int  # most frames in one step when audio is backlogged
@@ -145,7 +144,7 @@ class Session:
 
     async def _new_decoder(self) -> DecoderStream:
         hotwords = tuple(h.lower() for h in self.options.hotwords)
-        return await self.engine.pool.submit(self.stream, self.engine.decoder.start, hotwords)
+        return await self.engine.pool.start(self.stream, hotwords)
 
     async def feed(self, samples: F32) -> list[Update]:
         """Take client-rate samples and run every full chunk. Returns, in order, a Final for

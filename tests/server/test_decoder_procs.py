@@ -17,8 +17,8 @@ import pytest
 
 from models.config import ModelConfig
 from server.config import DEFAULT_BUNDLE, ServerConfig
-from server.decoder_procs import DecoderProcessError, ProcessDecoder
-from server.decoding import build_decoder
+from server.decoder_procs import DecoderProcess, DecoderProcessError, start_processes
+from server.decoding import DecoderPool, DecoderStream, build_decoder
 from server.engine import running_engine
 
 F32 = npt.NDArray[np.float32]
@@ -33,21 +33,24 @@ def _log_probs(seed: int, frames: int = 120) -> F32:
 
 
 @pytest.fixture(scope="module")
-def procs() -> Iterator[ProcessDecoder]:
-    decoder = ProcessDecoder(DEFAULT_BUNDLE, MODEL, "beam", 0, workers=2)
-    yield decoder
-    decoder.close()
+def procs() -> Iterator[list[DecoderProcess]]:
+    processes = start_processes(DEFAULT_BUNDLE, MODEL, "beam", 0, 2)
+    yield processes
+    for process in processes:
+        process.close()
 
 
-def test_streams_in_processes_decode_as_in_process(procs: ProcessDecoder) -> None:
+def test_streams_in_processes_decode_as_in_process(procs: list[DecoderProcess]) -> None:
     local = build_decoder(DEFAULT_BUNDLE, MODEL)
     workers = [ThreadPoolExecutor(1) for _ in range(2)]  # as the DecoderPool runs them
     try:
         for seed in range(4):
             lp = _log_probs(seed)
 
-            def run(lp: F32 = lp) -> list[tuple[str, float]]:
-                stream = procs.start()
+            def run(
+                lp: F32 = lp, process: DecoderProcess = procs[seed % 2]
+            ) -> list[tuple[str, float]]:
+                stream = process.start()
                 for i in range(0, len(lp), 16):
                     stream.advance(lp[i : i + 16])
                 partial = stream.partial()
@@ -63,23 +66,23 @@ def test_streams_in_processes_decode_as_in_process(procs: ProcessDecoder) -> Non
             w.shutdown()
 
 
-def test_a_bad_call_fails_only_its_stream(procs: ProcessDecoder) -> None:
-    good = procs.start()
-    bad = procs.start()
+def test_a_bad_call_fails_only_its_stream(procs: list[DecoderProcess]) -> None:
+    good = procs[0].start()
+    bad = procs[0].start()
     with pytest.raises(ValueError, match="log_probs"):
         bad.advance(np.zeros((3, 5), np.float32))  # wrong width
     with pytest.raises(ValueError):
-        procs.start(hotwords=["no digits 4 you"])
+        procs[0].start(hotwords=["no digits 4 you"])
     good.advance(_log_probs(7))
     assert good.finalize()
 
 
 def test_a_dead_process_fails_its_streams_clearly() -> None:
-    decoder = ProcessDecoder(DEFAULT_BUNDLE, MODEL, "greedy", 0, workers=1)
+    (decoder,) = start_processes(DEFAULT_BUNDLE, MODEL, "greedy", 0, 1)
     try:
         stream = decoder.start()
-        decoder._children[0]._proc.kill()
-        decoder._children[0]._proc.join()
+        decoder._child._proc.kill()
+        decoder._child._proc.join()
         with pytest.raises(DecoderProcessError, match="gone"):
             stream.advance(_log_probs(1))
     finally:
@@ -89,17 +92,18 @@ def test_a_dead_process_fails_its_streams_clearly() -> None:
 def test_a_bundle_the_decoder_cannot_load_fails_at_start_with_its_reason(tmp_path: Path) -> None:
     (tmp_path / "decoder.json").write_text("{not json")
     with pytest.raises(DecoderProcessError, match="could not be built"):
-        ProcessDecoder(tmp_path, MODEL, "beam", 0, workers=1)
+        start_processes(tmp_path, MODEL, "beam", 0, 2)
 
 
-def test_a_dropped_stream_never_blocks_and_is_freed(procs: ProcessDecoder) -> None:
+def test_a_dropped_stream_never_blocks_and_is_freed(procs: list[DecoderProcess]) -> None:
     """Dropping a proxy without finalize (a client that vanished) must not wait for the child
     while another stream's call is in flight, and the child frees the stream soon after."""
-    before = sum(procs.open_streams())
-    stream = procs.start()
+    process = procs[1]
+    before = process.open_streams()
+    stream = process.start()
     stream.advance(_log_probs(3))
-    assert sum(procs.open_streams()) == before + 1
-    child = procs._local.child  # the child this thread's streams run on
+    assert process.open_streams() == before + 1
+    child = process._child
     holder = [stream]
     del stream
 
@@ -112,7 +116,7 @@ def test_a_dropped_stream_never_blocks_and_is_freed(procs: ProcessDecoder) -> No
         dropped.start()
         dropped.join(timeout=5.0)
         assert not dropped.is_alive(), "collecting a dropped stream waited for the child"
-    assert sum(procs.open_streams()) == before
+    assert process.open_streams() == before
 
 
 def test_an_engine_whose_decoder_fails_to_start_reports_that_reason(
@@ -129,3 +133,23 @@ def test_an_engine_whose_decoder_fails_to_start_reports_that_reason(
 
     with pytest.raises(DecoderProcessError, match="could not be built"):
         asyncio.run(start())
+
+
+def test_the_pool_gives_each_worker_its_own_process(procs: list[DecoderProcess]) -> None:
+    """Stream s runs on worker s % 2, and worker i on process i: the pool is the one place
+    that pairs threads with processes."""
+    before = [p.open_streams() for p in procs]
+
+    async def open_streams() -> list[DecoderStream]:
+        pool = DecoderPool(procs)
+        try:
+            return [await pool.start(s) for s in (0, 2, 4, 1)]
+        finally:
+            pool.close()
+
+    streams = asyncio.run(open_streams())
+    assert [p.open_streams() - b for p, b in zip(procs, before, strict=True)] == [3, 1]
+    for stream in streams:
+        stream.finalize()
+    with pytest.raises(ValueError, match="decoder workers must be >= 1"):
+        DecoderPool([])
