@@ -60,7 +60,7 @@ def _outputs(
     with torch.inference_mode():
         for utt in utterances:
             feats = torch.from_numpy(featurize(load_audio(str(utt.audio)), model.config.features))
-            batch = torch.stack([warp_features(feats, a) for a in factors])
+            batch = torch.stack([warp_features(feats, a, model.config.features) for a in factors])
             lp, n = model(batch, torch.full((len(factors),), feats.shape[0]))
             out.append({a: lp[k, : int(n[k])].float().numpy() for k, a in enumerate(factors)})
     return out

@@ -117,7 +117,8 @@ def card(
         "the voices of each). Dev and test use held-out voices that training never saw.",
         "",
         "## Network",
-        f"- input: log power spectrogram, {f.n_bins} bins, {f.window_ms:g} ms window, "
+        f"- input: {'log-mel filterbank' if f.n_mels else 'log power spectrogram'}, "
+        f"{f.n_bins} bins, {f.window_ms:g} ms window, "
         f"{f.hop_ms:g} ms hop, "
         + (
             f"cepstral lifter at {f.cepstral_lifter} samples (envelope only: pitch harmonics "

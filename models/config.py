@@ -31,11 +31,19 @@ class FeatureConfig:
     # frame is the smooth spectral envelope without the voice's pitch harmonics. 48 at 16 kHz
     # removes every pitch under 333 Hz while keeping formant detail (~330 Hz resolution).
     cepstral_lifter: int = 0
+    # Log-mel filterbank channels instead of the linear bins (0: linear, window // 2 + 1 bins).
+    # DS2 §3.6: 80 mel bins make the first layer half as wide as 161 linear ones and spend the
+    # resolution where speech differs; above ~1 kHz a voice's harmonics blur into its formants.
+    n_mels: int = 0
 
     def __post_init__(self) -> None:
         _check(
             0 <= self.cepstral_lifter <= self.window // 2,
             f"cepstral_lifter must be 0 (off) to {self.window // 2} (half the window)",
+        )
+        _check(
+            self.n_mels == 0 or 8 <= self.n_mels <= self.window // 2 + 1,
+            f"n_mels must be 0 (linear bins) or 8 to {self.window // 2 + 1}",
         )
 
     @property
@@ -49,9 +57,14 @@ class FeatureConfig:
         return int(round(self.sample_rate * self.hop_ms / 1000))
 
     @property
-    def n_bins(self) -> int:
-        """Spectrogram bins: window // 2 + 1 (161 at 16 kHz and 20 ms)."""
+    def n_fft_bins(self) -> int:
+        """Linear spectrum bins: window // 2 + 1 (161 at 16 kHz and 20 ms)."""
         return self.window // 2 + 1
+
+    @property
+    def n_bins(self) -> int:
+        """Feature bins the model reads: n_mels, or the linear bins when n_mels is 0."""
+        return self.n_mels or self.n_fft_bins
 
 
 # ModelConfig fields that only inference reads: training neither sets nor compares them.

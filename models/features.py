@@ -1,4 +1,5 @@
-"""Audio features: log power spectrogram (DS2 §3.1) with causal adaptive gain.
+"""Audio features: log power spectrogram (DS2 §3.1) or log-mel filterbank (§3.6) with causal
+adaptive gain.
 
 `featurize` handles a whole signal; `StreamingFeaturizer` consumes samples in chunks of any
 size and yields exactly the same frames, so a server stream and an offline file agree.
@@ -54,7 +55,52 @@ def _log_power(frames: F32, cfg: FeatureConfig) -> tuple[F32, F32]:
     logspec = np.log(power + np.float32(cfg.eps))
     if cfg.cepstral_lifter:
         logspec = lifter(logspec, cfg.window, cfg.cepstral_lifter)
+    if cfg.n_mels:
+        mel = np.exp(logspec) @ mel_filterbank(cfg.sample_rate, cfg.window, cfg.n_mels)
+        logspec = np.log(mel + np.float32(cfg.eps)).astype(np.float32)
     return logspec, level_db.astype(np.float32)
+
+
+def _hz_to_mel(hz: float) -> float:
+    return float(2595.0 * np.log10(1.0 + hz / 700.0))
+
+
+def _mel_to_hz(mel: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    return np.asarray(700.0 * (10.0 ** (mel / 2595.0) - 1.0), np.float64)
+
+
+def _mel_points(sample_rate: int, n_mels: int) -> npt.NDArray[np.float64]:
+    """n_mels + 2 frequencies (Hz), equally spaced in mel from 0 to Nyquist: filter i rises
+    from point i, peaks at i + 1 and falls to i + 2."""
+    return _mel_to_hz(np.linspace(0.0, _hz_to_mel(sample_rate / 2.0), n_mels + 2))
+
+
+@functools.cache
+def mel_filterbank(sample_rate: int, window: int, n_mels: int) -> F32:
+    """[window // 2 + 1, n_mels] triangular filters (HTK mel scale) over the power spectrum;
+    built once per size. Each filter peaks at 1 and is at least one bin wide, so the narrow
+    low filters never come out empty."""
+    fft_hz = np.arange(window // 2 + 1) * sample_rate / window
+    pts = _mel_points(sample_rate, n_mels)
+    fb = np.zeros((len(fft_hz), n_mels), np.float64)
+    for i in range(n_mels):
+        lo, mid, hi = pts[i], pts[i + 1], pts[i + 2]
+        rise = (fft_hz - lo) / (mid - lo)
+        fall = (hi - fft_hz) / (hi - mid)
+        fb[:, i] = np.clip(np.minimum(rise, fall), 0.0, None)
+        if not fb[:, i].any():  # narrower than a bin: take the bin nearest its centre
+            fb[int(np.argmin(np.abs(fft_hz - mid))), i] = 1.0
+    out: F32 = fb.astype(np.float32)
+    out.setflags(write=False)
+    return out
+
+
+def bin_positions(cfg: FeatureConfig) -> tuple[float, ...]:
+    """Centre frequency of each feature bin as a share of Nyquist (0 to 1): what a frequency
+    warp of the features (speaker adaptation, VTLP) moves."""
+    if not cfg.n_mels:
+        return tuple(np.linspace(0.0, 1.0, cfg.n_fft_bins).tolist())
+    return tuple((_mel_points(cfg.sample_rate, cfg.n_mels)[1:-1] / (cfg.sample_rate / 2)).tolist())
 
 
 @functools.cache

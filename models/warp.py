@@ -28,6 +28,9 @@ import numpy.typing as npt
 import torch
 from torch import Tensor
 
+from models.config import FeatureConfig
+from models.features import bin_positions
+
 if TYPE_CHECKING:
     from models.ds2 import DS2
 
@@ -35,21 +38,23 @@ F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 
 
-def warp_matrix(n_bins: int, alpha: float, boundary: float = 0.6) -> F32:
-    """[F, F] matrix M with `spectrum @ M` = the spectrum with content at frequency f moved
-    to alpha * f, piecewise linearly so that 0 and Nyquist stay put (the kink sits at
-    `boundary` of Nyquist, scaled as in Jaitly & Hinton, 2013); each output bin linearly
-    interpolates its two nearest source bins."""
-    nyq = n_bins - 1.0
-    knee = boundary * nyq * min(alpha, 1.0)  # in output bins
-    src = np.arange(n_bins, dtype=np.float64)
-    # where each source bin lands; invert by interpolation to find each output bin's source
-    dst = np.where(
-        src <= knee / alpha,
-        src * alpha,
-        nyq - (nyq - knee) / (nyq - knee / alpha) * (nyq - src),
+def warp_matrix(positions: Sequence[float], alpha: float, boundary: float = 0.6) -> F32:
+    """[F, F] matrix M with `features @ M` = the features with content at frequency f moved to
+    alpha * f, piecewise linearly so that 0 and Nyquist stay put (the kink sits at `boundary`
+    of Nyquist, scaled as in Jaitly & Hinton, 2013). `positions` are the bins' centre
+    frequencies as shares of Nyquist (`models.features.bin_positions`: even for linear bins,
+    denser at the bottom for mel); each output bin linearly interpolates the two source bins
+    around the frequency it takes its content from."""
+    pos_out = np.asarray(positions, dtype=np.float64)
+    n_bins = len(pos_out)
+    knee = boundary * min(alpha, 1.0)  # as a share of Nyquist, on the output side
+    # the source frequency whose content lands on each output bin (the warp's inverse)
+    src_freq = np.where(
+        pos_out <= knee,
+        pos_out / alpha,
+        1.0 - (1.0 - knee / alpha) / (1.0 - knee) * (1.0 - pos_out),
     )
-    pos = np.interp(src, dst, src)
+    pos = np.interp(src_freq, pos_out, np.arange(n_bins, dtype=np.float64))
     lo = np.clip(np.floor(pos).astype(int), 0, n_bins - 2)
     frac = pos - lo
     m = np.zeros((n_bins, n_bins), np.float64)
@@ -59,16 +64,17 @@ def warp_matrix(n_bins: int, alpha: float, boundary: float = 0.6) -> F32:
 
 
 @functools.lru_cache(maxsize=64)
-def _cached_matrix(n_bins: int, alpha: float) -> Tensor:
+def _cached_matrix(features: FeatureConfig, alpha: float) -> Tensor:
     """Serving uses a handful of fixed factors: their matrices are built once."""
-    return torch.from_numpy(warp_matrix(n_bins, alpha))
+    return torch.from_numpy(warp_matrix(bin_positions(features), alpha))
 
 
-def warp_frequencies(logspec: F32, alpha: float) -> F32:
-    """A [T, F] log spectrogram warped by `alpha` (>1 moves formants up); a new array."""
+def warp_frequencies(logspec: F32, alpha: float, features: FeatureConfig) -> F32:
+    """A [T, F] log spectrogram (of `features`' kind) warped by `alpha` (>1 moves formants
+    up); a new array."""
     if alpha == 1.0:
         return np.array(logspec, dtype=np.float32, copy=True)
-    return np.asarray(logspec @ warp_matrix(logspec.shape[1], float(alpha)), np.float32)
+    return np.asarray(logspec @ warp_matrix(bin_positions(features), float(alpha)), np.float32)
 
 
 def frame_entropy(log_probs: F32) -> F64:
@@ -145,11 +151,11 @@ def select(outputs: Sequence[F32], choice: WarpChoice, decide_frames: int) -> F3
     return out
 
 
-def warp_features(feats: Tensor, alpha: float) -> Tensor:
-    """Raw log-spectrogram frames [..., F] warped by `alpha` (a torch tensor, any batch)."""
+def warp_features(feats: Tensor, alpha: float, features: FeatureConfig) -> Tensor:
+    """Raw feature frames [..., F] of `features`' kind warped by `alpha` (any batch)."""
     if alpha == 1.0:
         return feats
-    m = _cached_matrix(feats.shape[-1], float(alpha))
+    m = _cached_matrix(features, float(alpha))
     return feats @ m.to(device=feats.device, dtype=feats.dtype)
 
 
@@ -162,7 +168,7 @@ def adapted_forward(model: DS2, feats: Tensor, lengths: Tensor) -> tuple[Tensor,
         lp, n = model(feats, lengths)
         return lp, n
     b = feats.shape[0]
-    stacked = torch.cat([warp_features(feats, a) for a in factors])
+    stacked = torch.cat([warp_features(feats, a, model.config.features) for a in factors])
     lp, n = model(stacked, lengths.repeat(len(factors)))
     out = lp[:b].clone()
     for i in range(b):

@@ -158,7 +158,11 @@ class ModelRunner:
             feats = torch.from_numpy(work.chunk.feats).to(self.device)
             active = held.choice.active if held.choice is not None else [0]
             for k, state in zip(active, held.states, strict=True):
-                warped = warp_features(feats, factors[k]) if factors else feats
+                warped = (
+                    warp_features(feats, factors[k], self.model.config.features)
+                    if factors
+                    else feats
+                )
                 rows.append(_Row(i, warped, state))
         return streams, rows
 

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import soxr
 
+from models.config import FeatureConfig
 from models.warp import warp_frequencies
 
 F32 = npt.NDArray[np.float32]
@@ -43,7 +44,8 @@ class AugmentConfig:
     p_colour: float = 0.0  # probability of a random smooth equaliser curve on the spectrum
     colour_db: float = 4.0  # standard deviation of each of its cosine terms, in dB
     freq_masks: int = 0  # SpecAugment: frequency bands masked per utterance
-    freq_mask_bins: int = 20  # widest masked band, in spectrogram bins
+    # widest masked band, in linear-spectrogram bins (of 161); mel features mask the same share
+    freq_mask_bins: int = 20
     time_masks: int = 0  # SpecAugment: time spans masked per utterance
     time_mask_frames: int = 30  # longest masked span, in frames
     time_mask_share: float = 0.15  # masked spans cover at most this share of the frames
@@ -107,19 +109,22 @@ def augment(
     return np.clip(audio, -1.0, 1.0).astype(np.float32)
 
 
-def augment_features(logspec: F32, cfg: AugmentConfig, rng: np.random.Generator) -> F32:
-    """Warp and mask a [T, F] log-power spectrogram (a new array; the input is kept)."""
+def augment_features(
+    logspec: F32, cfg: AugmentConfig, rng: np.random.Generator, features: FeatureConfig
+) -> F32:
+    """Warp and mask [T, F] log features of `features`' kind (a new array; the input is kept)."""
     out = np.array(logspec, dtype=np.float32, copy=True)
     if out.size == 0:
         return out
     if rng.random() < cfg.p_warp:
-        out = warp_frequencies(out, rng.uniform(*cfg.warp))
+        out = warp_frequencies(out, rng.uniform(*cfg.warp), features)
     if rng.random() < cfg.p_colour:
         out += colour_curve(out.shape[1], cfg.colour_db, rng)
     fill = out.mean(axis=0)  # per-bin mean: a masked cell reads as average, not as silence
     n_frames, n_bins = out.shape
+    widest = min(round(cfg.freq_mask_bins * n_bins / features.n_fft_bins), n_bins)
     for _ in range(cfg.freq_masks):
-        width = int(rng.integers(0, min(cfg.freq_mask_bins, n_bins) + 1))
+        width = int(rng.integers(0, widest + 1))
         start = int(rng.integers(0, n_bins - width + 1))
         out[:, start : start + width] = fill[start : start + width]
     budget = int(cfg.time_mask_share * n_frames)

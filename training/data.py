@@ -89,7 +89,7 @@ class SpeechDataset(Dataset[Example]):
             audio = augment(audio, self.cfg.augment, rng, self._babble)
         feats = featurize(audio, self.cfg.features)
         if self.cfg.augment is not None:
-            feats = augment_features(feats, self.cfg.augment, rng)
+            feats = augment_features(feats, self.cfg.augment, rng, self.cfg.features)
         labels = torch.tensor(self.labels[index], dtype=torch.int64)
         return Example(torch.from_numpy(np.ascontiguousarray(feats)), labels, index)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models.config import ModelConfig
+from models.config import FeatureConfig, ModelConfig
 from models.ds2 import DS2, SequenceBatchNorm
 
 
@@ -54,6 +54,17 @@ TINY_CONFIGS = {
         rnn_layers=1,
         rnn_hidden=8,
         row_conv_tau=0,
+    ),
+    "mel-1d-stride3": ModelConfig(
+        features=FeatureConfig(n_mels=24),
+        conv_type="1d",
+        conv_layers=1,
+        conv_channels=10,
+        conv_time_kernel=5,
+        time_stride=3,
+        rnn_layers=2,
+        rnn_hidden=12,
+        row_conv_tau=2,
     ),
 }
 

@@ -13,7 +13,8 @@ from models.ds2 import DS2
 
 
 def test_round_trip_with_folded_batchnorm(tiny_model: DS2, tmp_path: Path) -> None:
-    x, lengths = torch.randn(3, 30, 161), torch.tensor([30, 12, 5])
+    f = tiny_model.config.features.n_bins
+    x, lengths = torch.randn(3, 30, f), torch.tensor([30, 12, 5])
     with torch.no_grad():
         ref, _ = tiny_model(x, lengths)
     save_bundle(tiny_model, tmp_path / "b", provenance={"data": "unit test"})
@@ -47,7 +48,7 @@ def _break(path: Path, what: str) -> None:
         cfg["model"]["wings"] = 2
         (path / "config.json").write_text(json.dumps(cfg))
     elif what == "norm":
-        cfg["normalization"]["std"] = [0.0] * 161
+        cfg["normalization"]["std"] = [0.0] * len(cfg["normalization"]["std"])
         (path / "config.json").write_text(json.dumps(cfg))
     elif what == "corrupt":
         (path / "model.safetensors").write_bytes(b"\x00" * 64)
@@ -81,11 +82,11 @@ def test_missing_directory(tmp_path: Path) -> None:
 def test_unfolded_bundle_computes_what_the_bundle_computes(tiny_model: DS2) -> None:
     """Fine-tuning starts from a bundle: its trainable copy must not start somewhere else."""
     folded = fold_batchnorm(tiny_model)
-    g = torch.Generator().manual_seed(3)
-    calibration = [torch.randn(n, 161, generator=g) * 2 for n in (40, 25, 60, 33)]
+    g, f = torch.Generator().manual_seed(3), tiny_model.config.features.n_bins
+    calibration = [torch.randn(n, f, generator=g) * 2 for n in (40, 25, 60, 33)]
     model = unfold_batchnorm(folded, calibration)
     assert not model.folded and model.config == folded.config
-    x, lengths = torch.randn(2, 30, 161, generator=g), torch.tensor([30, 17])
+    x, lengths = torch.randn(2, 30, f, generator=g), torch.tensor([30, 17])
     with torch.no_grad():
         want, _ = folded(x, lengths)
         got, _ = model.eval()(x, lengths)

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from models.config import FeatureConfig
-from models.features import StreamingFeaturizer, featurize, num_frames
+from models.features import StreamingFeaturizer, bin_positions, featurize, num_frames
 
 CFG = FeatureConfig()
 
@@ -30,6 +30,22 @@ def test_shape_is_161_bins_at_100_frames_per_second() -> None:
     assert CFG.n_bins == 161
     assert feats.shape == (num_frames(16000, ungated), 161) == (99, 161)
     assert featurize(np.zeros(100, np.float32), ungated).shape == (0, 161)
+
+
+def test_log_mel_has_80_bins_and_puts_a_tone_in_the_filter_centred_on_it() -> None:
+    mel = FeatureConfig(n_mels=80, onset_gate=False, adaptive_gain=False)
+    centres = np.asarray(bin_positions(mel)) * mel.sample_rate / 2
+    assert mel.n_bins == 80 and np.all(np.diff(centres) > 0)
+    t = np.arange(16000) / mel.sample_rate
+    for hz in (300.0, 1000.0, 4000.0):
+        feats = featurize((0.3 * np.sin(2 * np.pi * hz * t)).astype(np.float32), mel)
+        assert feats.shape == (99, 80)
+        assert int(np.argmax(feats.mean(axis=0))) == int(np.argmin(abs(centres - hz)))
+
+
+def test_n_mels_out_of_range_is_refused() -> None:
+    with pytest.raises(ValueError, match="n_mels"):
+        FeatureConfig(n_mels=400)
 
 
 def with_lead(audio: np.ndarray, silence_s: float, noise_db: float, seed: int = 1) -> np.ndarray:
@@ -57,11 +73,12 @@ def test_the_onset_gate_drops_leading_silence_and_noise_and_counts_it() -> None:
     st.booleans(),
     st.booleans(),
     st.sampled_from([0.0, 0.1, 0.6]),
+    st.sampled_from([0, 80]),
 )
 def test_streaming_equals_whole_for_any_chunking(
-    sizes: list[int], gain: bool, lift: bool, lead_s: float
+    sizes: list[int], gain: bool, lift: bool, lead_s: float, n_mels: int
 ) -> None:
-    cfg = FeatureConfig(adaptive_gain=gain, cepstral_lifter=48 if lift else 0)
+    cfg = FeatureConfig(adaptive_gain=gain, cepstral_lifter=48 if lift else 0, n_mels=n_mels)
     audio = with_lead(speechlike(sum(sizes) / cfg.sample_rate + 0.01, 0.3), lead_s, -54)
     audio = audio[: sum(sizes)]
     fz, parts, i = StreamingFeaturizer(cfg), [], 0

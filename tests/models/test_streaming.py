@@ -51,7 +51,8 @@ def simulate_dispatch(model: DS2, utts: list[torch.Tensor], seed: int) -> list[t
 def test_streaming_equals_forward_for_random_batches(tiny_model: DS2, seed: int) -> None:
     rng = np.random.default_rng(seed)
     batch = int(rng.integers(1, 9))
-    utts = [torch.randn(int(rng.integers(0, 60)), 161) * 2 for _ in range(batch)]
+    f = tiny_model.config.features.n_bins
+    utts = [torch.randn(int(rng.integers(0, 60)), f) * 2 for _ in range(batch)]
     for got, u in zip(simulate_dispatch(tiny_model, utts, seed), utts, strict=True):
         ref = offline(tiny_model, u)
         assert got.shape == ref.shape
@@ -60,7 +61,7 @@ def test_streaming_equals_forward_for_random_batches(tiny_model: DS2, seed: int)
 
 def test_one_frame_at_a_time_and_whole_utterance(tiny_model: DS2) -> None:
     s = tiny_model.config.time_stride
-    u = torch.randn(8 * s + 1, 161)
+    u = torch.randn(8 * s + 1, tiny_model.config.features.n_bins)
     ref = offline(tiny_model, u)
     st, rows = S.init_state(tiny_model, 1), []
     for i in range(0, 8 * s, s):
@@ -73,7 +74,7 @@ def test_one_frame_at_a_time_and_whole_utterance(tiny_model: DS2) -> None:
 
 
 def test_padded_batch_forward_equals_single_forward(tiny_model: DS2) -> None:
-    utts = [torch.randn(n, 161) for n in (31, 7, 18)]
+    utts = [torch.randn(n, tiny_model.config.features.n_bins) for n in (31, 7, 18)]
     T = max(u.shape[0] for u in utts)
     x = torch.stack([torch.nn.functional.pad(u, (0, 0, 0, T - u.shape[0])) for u in utts])
     out, n = tiny_model(x, torch.tensor([u.shape[0] for u in utts]))
@@ -104,14 +105,14 @@ def test_half_precision_streaming_close_to_fp64(dtype: torch.dtype) -> None:
 
 def test_step_rejects_bad_input(tiny_model: DS2) -> None:
     st = S.init_state(tiny_model, 2)
-    s = tiny_model.config.time_stride
+    s, f = tiny_model.config.time_stride, tiny_model.config.features.n_bins
     with pytest.raises(ValueError, match="bins"):
-        S.step(tiny_model, torch.zeros(2, s, 80), st)
+        S.step(tiny_model, torch.zeros(2, s, f + 1), st)
     with pytest.raises(ValueError, match="B=2"):
-        S.step(tiny_model, torch.zeros(3, s, 161), st)
+        S.step(tiny_model, torch.zeros(3, s, f), st)
     if s > 1:
         with pytest.raises(ValueError, match="multiple"):
-            S.step(tiny_model, torch.zeros(2, s + 1, 161), st)
+            S.step(tiny_model, torch.zeros(2, s + 1, f), st)
     tiny_model.train()
     with pytest.raises(RuntimeError, match="eval"):
-        S.step(tiny_model, torch.zeros(2, s, 161), st)
+        S.step(tiny_model, torch.zeros(2, s, f), st)

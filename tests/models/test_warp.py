@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from evaluation import tune_warp
 from models.bundle import load_bundle, save_bundle
-from models.config import ModelConfig
+from models.config import FeatureConfig, ModelConfig
 from models.ds2 import DS2
+from models.features import bin_positions
 from models.warp import (
     WarpChoice,
     adapted_forward,
@@ -110,11 +111,27 @@ def test_chunked_selection_equals_whole_selection(seed: int, cuts: list[int], de
 def test_warp_moves_a_formant_and_one_is_identity() -> None:
     spec = np.zeros((1, 161), np.float32)
     spec[0, 60] = 1.0
-    assert int(np.argmax(warp_frequencies(spec, 0.8))) == 48
-    assert int(np.argmax(warp_frequencies(spec, 1.2))) == 72
-    np.testing.assert_allclose(spec @ warp_matrix(161, 1.0), spec, atol=1e-6)
+    linear = FeatureConfig()
+    assert int(np.argmax(warp_frequencies(spec, 0.8, linear))) == 48
+    assert int(np.argmax(warp_frequencies(spec, 1.2, linear))) == 72
+    np.testing.assert_allclose(spec @ warp_matrix(bin_positions(linear), 1.0), spec, atol=1e-6)
     t = torch.from_numpy(spec)
-    np.testing.assert_allclose(warp_features(t, 0.8).numpy(), warp_frequencies(spec, 0.8))
+    np.testing.assert_allclose(
+        warp_features(t, 0.8, linear).numpy(), warp_frequencies(spec, 0.8, linear)
+    )
+
+
+def test_warp_on_mel_bins_moves_a_formant_by_its_frequency() -> None:
+    # a peak at the mel bin centred near 1 kHz lands on the bin nearest alpha times its centre
+    mel = FeatureConfig(n_mels=80)
+    hz = np.asarray(bin_positions(mel)) * 8000.0
+    spec = np.zeros((1, 80), np.float32)
+    peak = int(np.argmin(abs(hz - 1000)))
+    spec[0, peak] = 1.0
+    for alpha in (0.8, 1.2):
+        moved = int(np.argmax(warp_frequencies(spec, alpha, mel)))
+        assert moved == int(np.argmin(abs(hz - hz[peak] * alpha)))
+    np.testing.assert_allclose(spec @ warp_matrix(bin_positions(mel), 1.0), spec, atol=1e-6)
 
 
 def _model(**warp: object) -> DS2:
@@ -138,7 +155,10 @@ def test_adapted_forward_without_factors_is_plain_forward_and_with_them_picks_pe
     for i in range(3):
         t = int(wn[i])
         singles = [
-            warped(warp_features(feats[i : i + 1, : int(lengths[i])], a), lengths[i : i + 1])[0][0]
+            warped(
+                warp_features(feats[i : i + 1, : int(lengths[i])], a, warped.config.features),
+                lengths[i : i + 1],
+            )[0][0]
             for a in (0.8, 1.0, 1.25)
         ]
         expected = select([s.numpy() for s in singles], WarpChoice.start(3), 5)

@@ -29,6 +29,8 @@ from training.batching import (
 )
 from training.data import DataConfig, SpeechDataset, collate, encode
 
+LINEAR = FeatureConfig()  # the linear-bin features these tests build by hand
+
 RNG = np.random.default_rng(0)
 LENGTHS = [float(x) for x in RNG.uniform(1.0, 15.0, size=203)]
 
@@ -196,8 +198,8 @@ def test_dataset_augmentation_is_seeded_by_epoch(tmp_path: Path) -> None:
 def test_frequency_warp_moves_formants_and_keeps_the_band_edges() -> None:
     bins = np.arange(161, dtype=np.float32)
     spec = np.tile(-((bins - 40.0) ** 2) / 20.0, (3, 1)).astype(np.float32)  # a peak at bin 40
-    assert np.allclose(warp_frequencies(spec, 1.0), spec, atol=1e-5)
-    up, down = warp_frequencies(spec, 1.2), warp_frequencies(spec, 0.85)
+    assert np.allclose(warp_frequencies(spec, 1.0, LINEAR), spec, atol=1e-5)
+    up, down = warp_frequencies(spec, 1.2, LINEAR), warp_frequencies(spec, 0.85, LINEAR)
     assert up.shape == spec.shape and up.dtype == np.float32
     assert int(np.argmax(up[0])) == 48 and int(np.argmax(down[0])) == 34
     for warped in (up, down):  # 0 Hz and Nyquist stay where they are
@@ -210,7 +212,7 @@ def test_spec_augment_masks_with_the_mean_and_leaves_the_input_alone() -> None:
     spec = rng.standard_normal((200, 161)).astype(np.float32) - 5
     kept = spec.copy()
     cfg = AugmentConfig(freq_masks=2, freq_mask_bins=20, time_masks=2, time_mask_frames=30)
-    out = augment_features(spec, cfg, np.random.default_rng(4))
+    out = augment_features(spec, cfg, np.random.default_rng(4), LINEAR)
     assert np.array_equal(spec, kept) and out.shape == spec.shape
     changed = out != spec
     masked_frames = changed.all(axis=1).sum()
@@ -219,8 +221,10 @@ def test_spec_augment_masks_with_the_mean_and_leaves_the_input_alone() -> None:
     mean = spec.mean(axis=0)
     rows, cols = np.nonzero(changed)
     assert np.allclose(out[rows, cols], mean[cols])
-    assert np.array_equal(out, augment_features(spec, cfg, np.random.default_rng(4)))
-    assert np.array_equal(augment_features(spec, AugmentConfig(), rng), spec)  # off by default
+    assert np.array_equal(out, augment_features(spec, cfg, np.random.default_rng(4), LINEAR))
+    assert np.array_equal(
+        augment_features(spec, AugmentConfig(), rng, LINEAR), spec
+    )  # off by default
 
 
 def test_colour_is_a_smooth_curve_of_the_asked_size() -> None:
