@@ -342,16 +342,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = SynthConfig(
-        train_hours=args.train_hours,
-        dev_minutes=args.dev_minutes,
-        test_minutes=args.test_minutes,
-        renders=args.renders,
-        seed=args.seed,
-        engines=tuple(e.strip() for e in args.engines.split(",") if e.strip()),
-        limit_sentences=args.limit_sentences,
-        max_seconds=args.max_seconds,
-    )
+    try:  # a misspelt engine or a missing install is named in a line, not a traceback
+        cfg = SynthConfig(
+            train_hours=args.train_hours,
+            dev_minutes=args.dev_minutes,
+            test_minutes=args.test_minutes,
+            renders=args.renders,
+            seed=args.seed,
+            engines=tuple(e.strip() for e in args.engines.split(",") if e.strip()),
+            limit_sentences=args.limit_sentences,
+            max_seconds=args.max_seconds,
+        )
+    except ValueError as e:
+        print(f"harken synth: error: {e}", file=sys.stderr)
+        return 2
     started = time.time()
     sentences, text_counts = fortunes.collect(
         fortunes.fortune_files(args.fortunes), fortunes.TextConfig()

@@ -23,7 +23,8 @@ if [ "$PURPOSE" != --serve ]; then
              fortunes fortunes-min
              cmake libboost-program-options-dev libboost-system-dev libboost-thread-dev
              libboost-test-dev  # KenLM's lmplz and build_binary, for harken build-lm
-             wine64 gcc-mingw-w64-x86-64)  # RHVoice: its Windows DLL under wine, our front end
+             wine64 gcc-mingw-w64-x86-64  # RHVoice: its Windows DLL under wine, our front end
+             asterisk-core-sounds-en-g722 asterisk-core-sounds-en)  # real speech: prepare asterisk
   EXTRAS="[synth,peers,bench]"
 fi
 if [ "$PURPOSE" = --test ]; then

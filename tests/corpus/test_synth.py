@@ -198,6 +198,20 @@ def test_unknown_engine_is_refused_with_the_known_ones() -> None:
         synth.SynthConfig(engines=("espeak-ng", "sapi"))
 
 
+def test_harken_synth_with_a_misspelt_engine_says_so_in_a_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = argparse.ArgumentParser()
+    synth.add_arguments(parser)
+    args = parser.parse_args(["--out", str(tmp_path / "c"), "--engines", "espeak"])
+    assert synth.main(args) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("harken synth: error: unknown engines ['espeak']") and "Traceback" not in err
+    )
+    assert not (tmp_path / "c").exists()  # nothing written
+
+
 def test_a_missing_engine_names_the_setup_step(monkeypatch: pytest.MonkeyPatch) -> None:
     real_which = shutil.which
     monkeypatch.setattr("shutil.which", lambda p: None if p == "flite" else real_which(p))
