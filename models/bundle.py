@@ -65,13 +65,14 @@ def unfold_batchnorm(folded: DS2, calibration: list[torch.Tensor]) -> DS2:
     pairs: list[tuple[torch.nn.Module, torch.nn.Module, int]] = [
         (a.conv, b.bn, 1) for a, b in zip(folded.conv_stack, model.conv_stack, strict=True)
     ]
-    pairs += [
-        (a.input_proj, b.bn, 2) for a, b in zip(folded.rnn_stack, model.rnn_stack, strict=True)
-    ]
+    # a recurrent layer's projection runs inside its fused kernel: its hook projects the input
+    pairs += [(a, b.bn, 2) for a, b in zip(folded.rnn_stack, model.rnn_stack, strict=True)]
     sums: dict[int, list[torch.Tensor]] = {}
 
     def hook(i: int, channel_dim: int) -> Any:
-        def record(_m: torch.nn.Module, _inp: Any, out: torch.Tensor) -> None:
+        def record(m: torch.nn.Module, inp: Any, out: torch.Tensor) -> None:
+            if isinstance(m, RecurrentLayer):
+                out = m.input_proj(inp[0])
             x = out.double().movedim(channel_dim, 0).flatten(1)
             acc = sums.setdefault(i, [torch.zeros(x.shape[0], dtype=torch.float64)] * 3)
             sums[i] = [acc[0] + x.shape[1], acc[1] + x.sum(1), acc[2] + (x * x).sum(1)]
@@ -90,7 +91,7 @@ def unfold_batchnorm(folded: DS2, calibration: list[torch.Tensor]) -> DS2:
     for i, (m, bn, _) in enumerate(pairs):
         assert isinstance(bn, SequenceBatchNorm)
         count, total, sq = sums[i]
-        bias = _param(m, "bias").double()
+        bias = _param(m.input_proj if isinstance(m, RecurrentLayer) else m, "bias").double()
         mean = total / count - bias  # the statistics of W x, which the unfolded layer sees
         var = (sq / count - (total / count) ** 2).clamp_min(1e-8)
         bn.running_mean.copy_(mean)

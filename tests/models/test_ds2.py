@@ -1,5 +1,7 @@
-"""The network's fused GRU path (used on CUDA) computes the same recurrence as the step loop
-that streaming uses, forward and backward."""
+"""The network's fused GRU paths (training and offline) compute the same recurrence as the
+step loop that streaming uses, forward and backward."""
+
+import copy
 
 import torch
 
@@ -22,3 +24,34 @@ def test_fused_gru_scan_equals_step_loop() -> None:
     g_fused = torch.autograd.grad(out_fused.square().sum(), [u, layer.recurrent.weight])
     for a, b in zip(g_fused, g_loop, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9)
+
+
+def test_training_run_with_bn_folded_into_the_kernel_equals_project_then_scan() -> None:
+    """A layer's forward hands the fused kernel BN(W x) as input weights (batch statistics from x's
+    covariance, padded steps left out); outputs, every gradient and BN's running statistics
+    must be those of projecting, normalising and scanning step by step."""
+    torch.manual_seed(1)
+    a = RecurrentLayer(ModelConfig(rnn_hidden=16), in_dim=12, folded=False).train()
+    b = copy.deepcopy(a)
+    with torch.no_grad():
+        a.bn.weight.uniform_(0.5, 1.5)
+        a.bn.bias.normal_()
+        b.load_state_dict(a.state_dict())
+    x = torch.rand(4, 23, 12) * 3  # clipped-ReLU-like: positive mean
+    mask = torch.arange(23)[None] < torch.tensor([23, 17, 9, 2])[:, None]
+    h0 = torch.zeros(4, 16)
+    got = a(x, mask, h0)
+    keep = torch.ones(4, 23, dtype=torch.bool)  # an update mask forces the step loop
+    want, _ = b.scan(b.project(x, mask), h0, keep)
+    torch.testing.assert_close(got[mask], want[mask], rtol=1e-5, atol=1e-5)
+    got[mask].square().sum().backward()
+    want[mask].square().sum().backward()
+    for (name, pa), pb in zip(a.named_parameters(), b.parameters(), strict=True):
+        assert pa.grad is not None and pb.grad is not None, name
+        torch.testing.assert_close(pa.grad, pb.grad, rtol=1e-4, atol=1e-4, msg=name)
+    torch.testing.assert_close(a.bn.running_mean, b.bn.running_mean)
+    torch.testing.assert_close(a.bn.running_var, b.bn.running_var)
+    a.eval(), b.eval()  # and with the running statistics
+    with torch.no_grad():
+        want, _ = b.scan(b.project(x, mask), h0, keep)
+        torch.testing.assert_close(a(x, mask, h0), want, rtol=1e-5, atol=1e-5)
