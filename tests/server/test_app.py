@@ -11,11 +11,14 @@ import httpx
 import numpy as np
 import openai
 import pytest
+import torch
 from websockets.sync.client import ClientConnection, connect
 
 import harken_cli
 from decoder.lm import KenLM
-from models.bundle import load_bundle
+from models.bundle import load_bundle, save_bundle
+from models.config import FeatureConfig, ModelConfig
+from models.ds2 import DS2
 from server.config import ServerConfig
 from server.decoding import build_decoder
 from tests.server.serving import (
@@ -175,6 +178,39 @@ def test_a_bundle_with_speaker_adaptation_streams_what_it_transcribes_offline(
         warped_bundle, np.frombuffer(AUDIO_PCM, "<i2").astype(np.float32) / 32768
     )
     with running(ServerConfig(dtype="fp32", bundle=str(warped_bundle))) as server:
+        with connect(f"{server.ws}/v1/stream") as ws:
+            *_, final = stream(ws, AUDIO_PCM, frame=778)
+        with connect(f"{server.ws}/v1/stream") as ws:
+            *_, again = stream(ws, AUDIO_PCM, frame=3200)
+    assert final["text"] == again["text"] == expected
+
+
+def test_a_log_mel_stride_3_bundle_streams_what_it_transcribes_offline(tmp_path: Path) -> None:
+    """The next default model's shape (80 log-mel bins, stride 3, GRU, speaker adaptation):
+    live chunks of 15 frames and any framing of the audio give the offline transcript."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(
+        features=FeatureConfig(n_mels=80, cepstral_lifter=48),
+        conv_type="1d",
+        conv_layers=2,
+        conv_channels=16,
+        conv_time_kernel=5,
+        time_stride=3,
+        rnn_layers=2,
+        rnn_hidden=24,
+        row_conv_tau=2,
+        warp_factors=(0.8, 1.0),
+        warp_decide_frames=6,
+    )
+    model = DS2(cfg).eval()
+    with torch.no_grad():
+        model.feat_mean.fill_(-8.0)
+        model.feat_std.fill_(3.0)
+        model.output.bias[1] += 0.5
+    bundle = save_bundle(model, tmp_path / "mel")
+    expected = reference_text(bundle, np.frombuffer(AUDIO_PCM, "<i2").astype(np.float32) / 32768)
+    assert expected.strip()
+    with running(ServerConfig(dtype="fp32", bundle=str(bundle))) as server:
         with connect(f"{server.ws}/v1/stream") as ws:
             *_, final = stream(ws, AUDIO_PCM, frame=778)
         with connect(f"{server.ws}/v1/stream") as ws:
