@@ -6,7 +6,7 @@ import copy
 import torch
 
 from models.config import ModelConfig
-from models.ds2 import RecurrentLayer
+from models.ds2 import RecurrentLayer, SequenceBatchNorm
 
 
 def test_fused_gru_scan_equals_step_loop() -> None:
@@ -27,12 +27,13 @@ def test_fused_gru_scan_equals_step_loop() -> None:
 
 
 def test_training_run_with_bn_folded_into_the_kernel_equals_project_then_scan() -> None:
-    """A layer's forward hands the fused kernel BN(W x) as input weights (batch statistics from x's
-    covariance, padded steps left out); outputs, every gradient and BN's running statistics
+    """A layer's forward hands the fused kernel BN(W x) as input weights (batch statistics
+    from x's covariance, padded steps left out); outputs, every gradient and BN's running statistics
     must be those of projecting, normalising and scanning step by step."""
     torch.manual_seed(1)
     a = RecurrentLayer(ModelConfig(rnn_hidden=16), in_dim=12, folded=False).train()
     b = copy.deepcopy(a)
+    assert isinstance(a.bn, SequenceBatchNorm) and isinstance(b.bn, SequenceBatchNorm)
     with torch.no_grad():
         a.bn.weight.uniform_(0.5, 1.5)
         a.bn.bias.normal_()
