@@ -148,7 +148,8 @@ case "${1:-}" in
     $H tune-warp --bundle $B --manifest data/corpus/dev.jsonl --out $R/warp_dev.json
     $H tune-lm --bundle $B --manifest data/corpus/dev.jsonl --trials 60 --alpha 0.2 1.5 --beta 0 3.5 | tail -3
     # test sets with the peer recognisers beside us (the same references)
-    PEERS="--peers pocketsphinx whisper-tiny.en --threads 1"
+    # (PEERS="" skips them for a candidate: their rows do not depend on our model)
+    PEERS=${PEERS-"--peers pocketsphinx whisper-tiny.en --threads 1"}
     $H eval --bundle $B --manifest data/corpus/dev.jsonl --beam --out $R/default_eval_dev.json
     $H eval --bundle $B --manifest data/corpus/test.jsonl --beam $PEERS --out $R/default_eval_test.json
     $H eval --bundle $B --manifest data/asterisk/dev.jsonl --beam --out $R/default_eval_real_dev.json
