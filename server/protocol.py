@@ -119,6 +119,10 @@ def _json_object(text: str) -> dict[str, Any]:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ProtocolError("bad_message", f"text messages must be JSON: {e}") from None
+    except (ValueError, RecursionError) as e:  # a number of over 4300 digits, deep nesting
+        raise ProtocolError(
+            "bad_message", f"text messages must be small JSON objects; this one is not: {e}"
+        ) from None
     if not isinstance(data, dict):
         raise ProtocolError(
             "bad_message", f"text messages must be JSON objects, got {type(data).__name__}"

@@ -23,6 +23,7 @@ from server.errors import (
     BadConfig,
     EmptyAudio,
     SessionError,
+    StreamTooLong,
     UnsupportedFormat,
     UploadTooLarge,
 )
@@ -106,9 +107,12 @@ async def _decode(res: Resources, data: bytes) -> F32:
     if not data:
         raise EmptyAudio("the uploaded file is empty")
     try:
-        return await asyncio.to_thread(decode_file, data, res.engine.features.sample_rate)
+        return await asyncio.to_thread(
+            decode_file, data, res.engine.features.sample_rate, res.config.max_stream_s
+        )
     except AudioError as e:
-        raise (UnsupportedFormat if e.code == "unsupported_format" else BadAudio)(str(e)) from None
+        kind = {"unsupported_format": UnsupportedFormat, "too_long": StreamTooLong}
+        raise kind.get(e.code, BadAudio)(str(e)) from None
 
 
 async def _transcribe(res: Resources, audio: F32) -> Final:
