@@ -55,6 +55,9 @@ class ServerConfig:
     max_upload_mb: float = 25.0  # REST upload limit (OpenAI's is 25 MB); larger gets 413
     max_stream_s: float = 600.0  # longest audio one stream or file may carry, in seconds
     idle_timeout_s: float = 30.0  # a WebSocket silent this long is closed
+    # a WebSocket client that leaves results unread this long, with more than the 64 KiB
+    # the server buffers per connection waiting, is dropped (close 1008, slow_reader)
+    send_timeout_s: float = 10.0
     shutdown_grace_s: float = 10.0  # on shutdown, how long streams in flight may finish
     auth_tokens: frozenset[str] = field(default_factory=frozenset)  # bearer tokens; none = open
     log_level: str = "info"  # uvicorn log level
@@ -76,7 +79,7 @@ class ServerConfig:
             self.max_chunk_ms >= self.chunk_ms,
             f"max_chunk_ms ({self.max_chunk_ms}) must be >= chunk_ms ({self.chunk_ms})",
         )
-        for name in ("max_upload_mb", "max_stream_s", "idle_timeout_s"):
+        for name in ("max_upload_mb", "max_stream_s", "idle_timeout_s", "send_timeout_s"):
             _check(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
         _check(self.torch_threads >= 0, f"torch_threads must be >= 0, got {self.torch_threads}")
         _check(self.max_delay_ms >= 0, f"max_delay_ms must be >= 0, got {self.max_delay_ms}")

@@ -7,12 +7,16 @@ parallel (395). The DecoderPool pairs each of its worker threads with one `Decod
 (stream affinity and ordering stay the pool's); the thread blocks on its child's pipe, which
 releases the GIL. A stream's decoder state lives in its child, keyed by a stream id; the
 parent holds a small proxy.
+
+A child that dies (killed, out of memory) fails the streams it held with a clear error;
+the next stream started on its worker starts a new child first, so the worker serves on.
 """
 
 from __future__ import annotations
 
 import collections
 import itertools
+import logging
 import multiprocessing
 import threading
 import weakref
@@ -28,6 +32,7 @@ from models.config import ModelConfig
 from server.decoding import DecoderStream, HypothesisLike, build_decoder
 
 F32 = npt.NDArray[np.float32]
+log = logging.getLogger("harken.server")
 
 
 class DecoderProcessError(RuntimeError):
@@ -74,6 +79,7 @@ class _Child:
     and must never wait for the lock while another stream's decoder call is in flight."""
 
     def __init__(self, bundle: str, model: ModelConfig, kind: str, beam: int) -> None:
+        self.spec = (bundle, model, kind, beam)  # what a replacement is built from
         ctx = multiprocessing.get_context("spawn")  # never fork a process running threads
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(
@@ -117,6 +123,14 @@ class _Child:
     def new_id(self) -> int:
         return next(self._ids)
 
+    @property
+    def alive(self) -> bool:
+        return self._proc.is_alive()
+
+    @property
+    def exitcode(self) -> int | None:
+        return self._proc.exitcode
+
     def close(self) -> None:
         self._conn.close()
         self._proc.join(timeout=2.0)
@@ -154,7 +168,22 @@ class DecoderProcess:
         self._child = child
 
     def start(self, hotwords: Sequence[str] = ()) -> DecoderStream:
+        if not self._child.alive:
+            self._replace_child()
         return _RemoteStream(self._child, hotwords)
+
+    def _replace_child(self) -> None:
+        """Start a new child for a dead one (whose streams have failed with 'gone')."""
+        dead = self._child
+        log.warning("a decoder process died (exit code %s); starting another", dead.exitcode)
+        dead.close()
+        child = _Child(*dead.spec)
+        try:
+            child.wait_ready()
+        except DecoderProcessError:
+            child.close()
+            raise
+        self._child = child
 
     def open_streams(self) -> int:
         """Streams the child holds (closes of dropped streams applied first)."""

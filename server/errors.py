@@ -99,6 +99,10 @@ class IdleTimeout(ClientError):
     ws_close = 1001  # going away
 
 
+class SlowReader(ClientError):
+    code = "slow_reader"  # the client stopped reading its results
+
+
 class Unauthorized(ClientError):
     code = "unauthorized"
     http_status = 401

@@ -137,14 +137,16 @@ class Session:
         self._resampler = Resampler(self.options.sample_rate, engine.features.sample_rate)
         self._featurizer = StreamingFeaturizer(engine.features)
         self._frames = np.zeros((0, engine.features.n_bins), np.float32)
-        try:
-            self._decoder = await self._new_decoder()
-        except ValueError as e:  # the decoder validates hotwords against its alphabet
-            raise BadConfig(f"hotwords: {e}") from None
+        self._decoder = await self._new_decoder()
 
     async def _new_decoder(self) -> DecoderStream:
         hotwords = tuple(h.lower() for h in self.options.hotwords)
-        return await self.engine.pool.start(self.stream, hotwords)
+        try:
+            return await self.engine.pool.start(self.stream, hotwords)
+        except ValueError as e:  # the decoder validates hotwords against its alphabet
+            raise BadConfig(f"hotwords: {e}") from None
+        except Exception as e:  # its process is gone and no new one would start, say
+            raise DecoderFailed(f"the decoder could not start this stream: {e}") from e
 
     async def feed(self, samples: F32) -> list[Update]:
         """Take client-rate samples and run every full chunk. Returns, in order, a Final for

@@ -9,10 +9,19 @@ change, a route whose protocol has an error message (`explain_refusals`, /v1/str
 `{"type": "error", "code", "message"}` just before the close, the log gets one INFO line,
 and the app sees the refusal as the typed error `refused(code)` gives, not as a client that
 left. Other connections never notice.
+
+A client that stops reading is the other failure this layer ends. Uvicorn buffers up to
+64 KiB a connection beyond the kernel's socket buffers, and then holds the app's next send
+until the client reads; a client that never does held its stream (and the server's
+shutdown) forever. With `bound_sends`, a send waits at most that long: then the connection
+is closed as above with `SlowReader` (1008; the error message and close come after what is
+unread, so a client that wakes up still learns why) and aborted if the client still reads
+nothing, and the send raises `SlowReader` so that the route frees the stream at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -21,11 +30,12 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from websockets.protocol import State
 from websockets.server import ServerProtocol
 
-from server.errors import ClientError, FrameTooLarge, NotUtf8
+from server.errors import ClientError, FrameTooLarge, NotUtf8, SlowReader
 from server.protocol import Error
 
 MAX_FRAME_BYTES = 4 * 1024 * 1024  # largest WebSocket message taken: 2 min of 16 kHz PCM16
-_EXPLAIN = "harken.explain_refusals"  # a key of the connection's scope["state"]
+_EXPLAIN = "harken.explain_refusals"  # keys of the connection's scope["state"]
+_SEND_TIMEOUT = "harken.send_timeout_s"
 log = logging.getLogger("harken.server")
 
 
@@ -33,6 +43,12 @@ def explain_refusals(conn: HTTPConnection) -> None:
     """Mark a WebSocket whose protocol has an error message: a frame this layer refuses is
     then explained with one before the close. Call before `accept`."""
     conn.scope.setdefault("state", {})[_EXPLAIN] = True
+
+
+def bound_sends(conn: HTTPConnection, timeout_s: float) -> None:
+    """Give up on the client once a send has waited `timeout_s` for it to read what the
+    server buffers for it (module docstring). Call before `accept`."""
+    conn.scope.setdefault("state", {})[_SEND_TIMEOUT] = timeout_s
 
 
 def refused(code: int, reason: str) -> ClientError | None:
@@ -61,20 +77,28 @@ class _Connection(ServerProtocol):
 
     def fail(self, code: int, reason: str = "") -> None:
         error = _refusal(code, self.max_message_size) if self.state is State.OPEN else None
-        if error is not None:
-            self.refused = error
-            log.info("refused a WebSocket frame on %s: %s", self.where, error.message)
-            if self.explain:
-                self.send_text(
-                    Error(code=error.code, message=error.message).model_dump_json().encode()
-                )
-            reason = error.message.encode()[:123].decode(errors="ignore")  # RFC 6455 §5.5
-        super().fail(code, reason)
+        if error is None:
+            super().fail(code, reason)
+        else:
+            self.give_up(error, "refused a WebSocket frame")
+
+    def give_up(self, error: ClientError, what: str) -> None:
+        """End the connection for `error`: one log line, the error message first where the
+        route has one, then a close with its code and the message as its reason."""
+        self.refused = error
+        log.info("%s on %s: %s", what, self.where, error.message)
+        if self.state is not State.OPEN:
+            return
+        if self.explain:
+            self.send_text(Error(code=error.code, message=error.message).model_dump_json().encode())
+        reason = error.message.encode()[:123].decode(errors="ignore")  # RFC 6455 §5.5
+        super().fail(error.ws_close, reason)
 
 
 class RefusingWebSocketProtocol(WebSocketsSansIOProtocol):
-    """Uvicorn's `websockets-sansio` protocol with `_Connection` and a UTF-8 check that
-    fails the connection quietly (`make_server` passes this class as `ws`)."""
+    """Uvicorn's `websockets-sansio` protocol with `_Connection`, a UTF-8 check that
+    fails the connection quietly, and sends bounded in time (`bound_sends`); `make_server`
+    passes this class as `ws`."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -89,12 +113,58 @@ class RefusingWebSocketProtocol(WebSocketsSansIOProtocol):
         self.guard.where = str(event.path).partition("?")[0]
         super().handle_connect(event)
 
+    send_timeout_s: float | None = None  # see bound_sends; None: wait for the client forever
+
     async def send(self, message: Any) -> None:
         if message["type"] == "websocket.accept":  # the route has had its say by now
-            self.guard.explain = bool(self.scope.get("state", {}).get(_EXPLAIN))
+            state = self.scope.get("state", {})
+            self.guard.explain = bool(state.get(_EXPLAIN))
+            self.send_timeout_s = state.get(_SEND_TIMEOUT)
         elif self.guard.refused is not None:
-            return  # the connection is gone; the app learns why at its next receive
+            return  # gone; the app learns why at its next receive (or from the send below)
+        elif not self.writable.is_set():  # over 64 KiB are waiting for the client to read
+            await self._wait_for_reader()
         await super().send(message)
+
+    async def _wait_for_reader(self) -> None:
+        try:
+            await asyncio.wait_for(self.writable.wait(), self.send_timeout_s)
+            return
+        except TimeoutError:
+            pass
+        waiting = self.transport.get_write_buffer_size()
+        error = SlowReader(
+            f"results went unread for {self.send_timeout_s:g} s; read the server's messages "
+            "as they come"
+        )
+        self.guard.give_up(error, f"dropped a client that stopped reading ({waiting} bytes)")
+        self.transport.write(b"".join(self.conn.data_to_send()))  # behind what is unread
+        self.close_sent = True
+        self.transport.close()  # once the client has read it all
+        self._abort_unless_read(waiting)
+        raise error
+
+    def shutdown(self) -> None:
+        """Uvicorn's shutdown closes the connection once the client has read what is
+        buffered for it; a client that does not read is aborted instead."""
+        super().shutdown()
+        if self.send_timeout_s is not None and (waiting := self.transport.get_write_buffer_size()):
+            self._abort_unless_read(waiting)
+
+    def _abort_unless_read(self, waiting: int) -> None:
+        """Abort the closing connection (a TCP reset) if the client reads none of the
+        `waiting` bytes left for it in `send_timeout_s`; while it reads, check again."""
+
+        def check() -> None:
+            if self.disconnected:
+                return
+            left = self.transport.get_write_buffer_size()
+            if left >= waiting:
+                self.transport.abort()
+            else:
+                self._abort_unless_read(left)
+
+        self.loop.call_later(self.send_timeout_s or 0.0, check)
 
     def send_receive_event_to_app(self) -> None:
         if self.curr_msg_data_type == "text" and not self.close_sent and not _utf8(self.frames):

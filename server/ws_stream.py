@@ -28,7 +28,7 @@ from server.transport import (
     receive,
     resources,
 )
-from server.ws_frames import explain_refusals
+from server.ws_frames import bound_sends, explain_refusals
 
 router = APIRouter()
 
@@ -37,6 +37,7 @@ router = APIRouter()
 async def stream(ws: WebSocket) -> None:
     res = resources(ws)
     explain_refusals(ws)
+    bound_sends(ws, res.config.send_timeout_s)
     await ws.accept()
     try:
         authorize(ws, res.config.auth_tokens)

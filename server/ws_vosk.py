@@ -53,6 +53,7 @@ from server.transport import (
     receive,
     resources,
 )
+from server.ws_frames import bound_sends
 
 router = APIRouter()
 UNKNOWN = "[unk]"  # Vosk's garbage word in grammars: nothing to favour
@@ -61,6 +62,7 @@ UNKNOWN = "[unk]"  # Vosk's garbage word in grammars: nothing to favour
 @router.websocket("/vosk")
 async def vosk(ws: WebSocket) -> None:
     res = resources(ws)
+    bound_sends(ws, res.config.send_timeout_s)
     await ws.accept()
     try:
         authorize(ws, res.config.auth_tokens)

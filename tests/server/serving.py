@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import numpy.typing as npt
 import soundfile as sf
@@ -138,11 +139,20 @@ def vosk_session(url: str, audio: bytes, frame: int = 8000) -> list[Any]:
     return replies
 
 
-def receive_all(ws: ClientConnection) -> list[Any]:
-    """Every JSON message until the server closes, whatever the close code."""
+def receive_all(ws: ClientConnection, timeout: float | None = None) -> list[Any]:
+    """Every JSON message until the server closes, whatever the close code (TimeoutError
+    if `timeout` s pass without one)."""
     messages = []
     try:
         while True:
-            messages.append(json.loads(ws.recv()))
+            messages.append(json.loads(ws.recv(timeout=timeout)))
     except ConnectionClosed:
         return messages
+
+
+def assert_nothing_held(server: Running) -> None:
+    """No stream holds a slot, a dispatcher stream or model state any more."""
+    res = server.resources
+    eventually(lambda: res.slots.in_use == 0 and res.engine.dispatcher.active_streams == 0)
+    assert res.engine.dispatcher.runner.streams == 0  # type: ignore[attr-defined]
+    assert "harken_active_streams 0.0" in httpx.get(f"{server.url}/metrics").text

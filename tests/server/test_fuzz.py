@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
-import httpx
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -43,7 +42,13 @@ from server.protocol import (
     parse_vosk_text,
 )
 from server.transport import audio_frame
-from tests.server.serving import AUDIO_PCM, Running, eventually, make_audio, receive_all
+from tests.server.serving import (
+    AUDIO_PCM,
+    Running,
+    assert_nothing_held,
+    make_audio,
+    receive_all,
+)
 from tests.server.test_bad_input import CONFIG, EOS, openai_error, post, ws_error
 
 F32 = npt.NDArray[np.float32]
@@ -559,13 +564,6 @@ def server_errors() -> Iterator[list[logging.LogRecord]]:
         yield handler.records
     finally:
         logger.removeHandler(handler)
-
-
-def assert_nothing_held(server: Running) -> None:
-    res = server.resources
-    eventually(lambda: res.slots.in_use == 0 and res.engine.dispatcher.active_streams == 0)
-    assert res.engine.dispatcher.runner.streams == 0  # type: ignore[attr-defined]
-    assert "harken_active_streams 0.0" in httpx.get(f"{server.url}/metrics").text
 
 
 def client_errors() -> dict[str, int]:
