@@ -144,12 +144,18 @@ def main() -> int:
         "threads": torch.get_num_threads(),
         "load_average_before_after": [round(x, 2) for x in (*load_before, *os.getloadavg())],
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "batching.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
-    (out / "batching.md").write_text(markdown(results, meta))
-    print(markdown(results, meta))
+    save_report(Path(args.out), "batching", meta, results, markdown(results, meta))
     return 0
+
+
+def save_report(
+    out: Path, stem: str, meta: dict[str, Any], results: list[dict[str, Any]], table: str
+) -> None:
+    """`stem`.json (meta and rows) and `stem`.md (the table) in `out`; the table printed."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    (out / f"{stem}.md").write_text(table)
+    print(table)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import torch
 from models.config import FeatureConfig, ModelConfig
 from models.manifest import Utterance, read_manifest
 from training.batching import BatchConfig
-from training.bench_batching import subset
+from training.bench_batching import save_report, subset
 from training.train import TrainConfig, Trainer
 
 _LIFTERED = FeatureConfig(cepstral_lifter=48)
@@ -168,11 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         "train_hours": round(sum(u.duration or 0.0 for u in train) / 3600, 2),
         "load_average_before_after": [round(x, 2) for x in (*load_before, *os.getloadavg())],
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "network.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
-    (out / "network.md").write_text(markdown(results, meta))
-    print(markdown(results, meta))
+    save_report(Path(args.out), "network", meta, results, markdown(results, meta))
     return 0
 
 

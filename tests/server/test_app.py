@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -17,10 +18,11 @@ from websockets.sync.client import ClientConnection, connect
 import harken_cli
 from decoder.lm import KenLM
 from models.bundle import load_bundle, save_bundle
-from models.config import FeatureConfig, ModelConfig
+from models.config import FeatureConfig
 from models.ds2 import DS2
 from server.config import ServerConfig
 from server.decoding import build_decoder
+from tests.models.conftest import TINY_CONFIGS
 from tests.server.serving import (
     AUDIO_PCM,
     Running,
@@ -189,16 +191,9 @@ def test_a_log_mel_stride_3_bundle_streams_what_it_transcribes_offline(tmp_path:
     """The next default model's shape (80 log-mel bins, stride 3, GRU, speaker adaptation):
     live chunks of 15 frames and any framing of the audio give the offline transcript."""
     torch.manual_seed(0)
-    cfg = ModelConfig(
+    cfg = dataclasses.replace(
+        TINY_CONFIGS["mel-1d-stride3"],
         features=FeatureConfig(n_mels=80, cepstral_lifter=48),
-        conv_type="1d",
-        conv_layers=2,
-        conv_channels=16,
-        conv_time_kernel=5,
-        time_stride=3,
-        rnn_layers=2,
-        rnn_hidden=24,
-        row_conv_tau=2,
         warp_factors=(0.8, 1.0),
         warp_decide_frames=6,
     )
