@@ -113,8 +113,10 @@ def card(
         "",
         "Deep Speech 2 style streaming acoustic model (unidirectional GRU + row convolution),",
         "trained by `harken train` on speech that `harken synth` made with Debian's TTS engines,",
-        "SVOX Pico, Piper and RHVoice reading the `fortunes` text (the Data section below counts",
-        "the voices of each). Dev and test use held-out voices that training never saw.",
+        "SVOX Pico, Piper, RHVoice and Kokoro reading the `fortunes` text, and on any real speech",
+        "the Data section names (it counts the voices of each). Dev and test use held-out voices",
+        "that training never saw; `models/results/people.md` puts the scores beside PocketSphinx",
+        "and Whisper tiny.en on the same sets.",
         "",
         "## Network",
         f"- input: {'log-mel filterbank' if f.n_mels else 'log power spectrogram'}, "
