@@ -17,7 +17,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -25,7 +25,7 @@ import torch
 from models.config import ModelConfig
 from models.manifest import Utterance, read_manifest
 from training.batching import STRATEGIES, BatchConfig, epoch_batches, padding_ratio
-from training.train import TrainConfig, Trainer
+from training.train import Progress, TrainConfig, Trainer
 
 # Small enough that each strategy gets several epochs of a subset inside a few minutes on
 # two CPU cores, large enough to learn something that CER can rank.
@@ -49,23 +49,9 @@ def run_strategy(
 ) -> dict[str, Any]:
     """Train the bench model for the budget with one strategy; its padding, speed and CER."""
     batch_cfg = BatchConfig(strategy, args.batch_size, args.bins, sortagrad=False, seed=0)
-    cfg = TrainConfig(
-        lr=args.lr,
-        warmup_steps=50,
-        epochs=1000,
-        time_budget_s=args.budget_s,
-        precision="fp32",
-        checkpoint_every=10**9,
-        workers=1,
-        norm_utterances=200,
+    trainer, progress, wall, scores = budgeted_run(
+        BENCH_MODEL, batch_cfg, train, dev, args.lr, 50, args.budget_s, "fp32", score=True
     )
-    with tempfile.TemporaryDirectory() as out:
-        trainer = Trainer(BENCH_MODEL, cfg, batch_cfg, train, [], Path(out))
-        started = time.perf_counter()
-        progress = trainer.fit()
-        wall = time.perf_counter() - started
-        trainer.dev = dev
-        scores = trainer.evaluate()
     lengths = trainer.train_set.durations()
     pads = [padding_ratio(epoch_batches(lengths, batch_cfg, e), lengths) for e in range(3)]
     return {
@@ -79,6 +65,41 @@ def run_strategy(
         "dev_cer": round(scores.get("cer", float("nan")), 4),
         "dev_wer": round(scores.get("wer", float("nan")), 4),
     }
+
+
+def budgeted_run(
+    model_cfg: ModelConfig,
+    batch_cfg: BatchConfig,
+    train: list[Utterance],
+    dev: list[Utterance],
+    lr: float,
+    warmup_steps: int,
+    budget_s: float,
+    precision: Literal["bf16", "fp16", "fp32"],
+    score: bool,
+) -> tuple[Trainer, Progress, float, dict[str, float]]:
+    """Train `model_cfg` from scratch for `budget_s` of training time in a throwaway run
+    directory: the trainer, its progress, the wall-clock seconds, and dev scores if asked."""
+    cfg = TrainConfig(
+        lr=lr,
+        warmup_steps=warmup_steps,
+        epochs=1000,
+        time_budget_s=budget_s,
+        precision=precision,
+        checkpoint_every=10**9,
+        workers=1,
+        norm_utterances=200,
+    )
+    with tempfile.TemporaryDirectory() as out:
+        trainer = Trainer(model_cfg, cfg, batch_cfg, train, [], Path(out))
+        started = time.perf_counter()
+        progress = trainer.fit()
+        wall = time.perf_counter() - started
+        scores: dict[str, float] = {}
+        if score:
+            trainer.dev = dev
+            scores = trainer.evaluate()
+    return trainer, progress, wall, scores
 
 
 def describe(m: ModelConfig) -> str:

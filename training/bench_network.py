@@ -17,8 +17,6 @@ import argparse
 import json
 import os
 import platform
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +25,7 @@ import torch
 from models.config import FeatureConfig, ModelConfig
 from models.manifest import Utterance, read_manifest
 from training.batching import BatchConfig
-from training.bench_batching import save_report, subset
-from training.train import TrainConfig, Trainer
+from training.bench_batching import budgeted_run, save_report, subset
 
 _LIFTERED = FeatureConfig(cepstral_lifter=48)
 _MEL = FeatureConfig(cepstral_lifter=48, n_mels=80)
@@ -66,25 +63,9 @@ def run_variant(
     """Train one variant for the budget; its speed, size and (optionally) dev CER."""
     model_cfg = VARIANTS[name]
     batch_cfg = BatchConfig("alternated", args.batch_size, 16, sortagrad=False, seed=0)
-    cfg = TrainConfig(
-        lr=args.lr,
-        warmup_steps=100,
-        epochs=1000,
-        time_budget_s=args.budget_s,
-        precision=args.precision,
-        checkpoint_every=10**9,
-        workers=1,
-        norm_utterances=200,
+    trainer, progress, wall, scores = budgeted_run(
+        model_cfg, batch_cfg, train, dev, args.lr, 100, args.budget_s, args.precision, args.score
     )
-    with tempfile.TemporaryDirectory() as out:
-        trainer = Trainer(model_cfg, cfg, batch_cfg, train, [], Path(out))
-        started = time.perf_counter()
-        progress = trainer.fit()
-        wall = time.perf_counter() - started
-        scores: dict[str, float] = {}
-        if args.score:
-            trainer.dev = dev
-            scores = trainer.evaluate()
     return {
         "variant": name,
         "parameters": trainer.model.num_parameters(),
