@@ -49,6 +49,7 @@ from models.metrics import error_rates, greedy_decode
 from training.augment import TRAINING_AUGMENT
 from training.batching import STRATEGIES, BatchConfig, BatchSampler, padding_ratio
 from training.data import Batch, DataConfig, SpeechDataset, collate, load_audio
+from training.pause import PauseClock
 
 
 @dataclass(frozen=True)
@@ -420,10 +421,21 @@ class Trainer:
             disable=not self.dist.main,
             dynamic_ncols=True,
         )
+        pauses = PauseClock()
+        pauses.install()
+        try:
+            self._run_batches(bar, pauses)
+        finally:
+            pauses.uninstall()
+            bar.close()
+
+    def _run_batches(self, bar: tqdm[Any], pauses: PauseClock) -> None:
+        p = self.progress
         t_last = time.perf_counter()
         for batch in self._loader(p.epoch, p.batch_in_epoch):
             loss = self.train_step(batch)
             now = time.perf_counter()
+            step_s = max(now - t_last - pauses.take(), 1e-9)  # a pause is not training
             audio = (
                 float(batch.feat_lengths.sum())
                 * self.model.config.features.hop_ms
@@ -431,9 +443,9 @@ class Trainer:
                 * self.dist.world
             )
             p.step, p.batch_in_epoch = p.step + 1, p.batch_in_epoch + 1
-            p.train_seconds += now - t_last
+            p.train_seconds += step_s
             p.audio_seconds += audio
-            rate = audio / max(now - t_last, 1e-9)
+            rate = audio / step_s
             t_last = now
             bar.update(1)
             bar.set_postfix(
@@ -466,7 +478,6 @@ class Trainer:
                 self.save_checkpoint()
             if self._should_stop():
                 break
-        bar.close()
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:

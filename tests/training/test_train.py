@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -113,6 +116,34 @@ def test_a_few_steps_lower_the_loss(tmp_path: Path) -> None:
     losses = trainer.losses
     assert losses[-1] < 0.7 * losses[0], losses
     assert np.mean(losses[6:]) < np.mean(losses[:6]), losses
+
+
+class PausedOnce(Trainer):
+    """Stops itself with SIGTSTP before step 3, as `kill -TSTP` would; a helper process sends
+    SIGCONT `pause_s` later."""
+
+    pause_s = 1.5
+
+    def train_step(self, batch: Batch) -> float:
+        if self.progress.step == 2:
+            waker = f"import os, signal, time; time.sleep({self.pause_s}); os.kill({os.getpid()}, signal.SIGCONT)"
+            subprocess.Popen([sys.executable, "-c", waker])
+            os.kill(os.getpid(), signal.SIGTSTP)
+        return super().train_step(batch)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGTSTP"), reason="needs POSIX job-control signals")
+def test_a_paused_run_does_not_count_the_pause_as_training_time(tmp_path: Path) -> None:
+    utts = make_corpus(tmp_path, 4)
+    cfg = train_config(epochs=100, max_steps=5, augment=False, checkpoint_every=100)
+    trainer = PausedOnce(MODEL, cfg, BatchConfig(batch_size=4), utts, [], tmp_path / "run")
+    start = time.perf_counter()
+    progress = trainer.fit()
+    wall = time.perf_counter() - start
+    assert progress.step == 5
+    assert wall >= PausedOnce.pause_s  # it really was stopped
+    assert progress.train_seconds < wall - 0.8 * PausedOnce.pause_s, (wall, progress.train_seconds)
+    assert signal.getsignal(signal.SIGTSTP) == signal.SIG_DFL  # the shell's ^Z works again after
 
 
 def test_killed_and_resumed_run_ends_exactly_where_an_uninterrupted_one_does(
