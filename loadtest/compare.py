@@ -15,7 +15,7 @@ from typing import Any
 
 from loadtest.client import ClientConfig, Utterance
 from loadtest.launch import LaunchError, launched
-from loadtest.report import write_comparison, write_report
+from loadtest.report import details, write_comparison, write_report
 from loadtest.sweep import LoadConfig, say, sweep
 
 POLICIES = ("eager", "timeout", "none")  # server/dispatch.py's, kept equal by a test
@@ -30,27 +30,39 @@ def compare(
     meta: dict[str, Any],
 ) -> int:
     """Each server in turn (given URLs, or servers started per policy), then the ratios."""
-    stop_over = 0.0 if args.full_sweep else args.bound_ms
+    bounds = parse_bounds(args.bound_ms)
+    stop_over = 0.0 if args.full_sweep else max(bounds)
     runs: dict[str, list[dict[str, Any]]] = {}
+    levels: dict[str, list[dict[str, Any]]] = {}
     try:
         for name, url in _targets(args):
             say(f"== {name} ==")
             with url as ws_url:
-                levels = asyncio.run(
-                    sweep(load, replace(client, url=ws_url), utterances, stop_over)
-                )
-            results = write_report(out / name, levels, {**meta, "run": name, "url": ws_url})
-            runs[name] = results
+                swept = asyncio.run(sweep(load, replace(client, url=ws_url), utterances, stop_over))
+            runs[name] = write_report(out / name, swept, {**meta, "run": name, "url": ws_url})
+            levels[name] = [details(level) for level in swept]
     except (LaunchError, ValueError) as e:
         print(f"harken loadtest: {e}", file=sys.stderr)
         return 2
-    comparison = write_comparison(out, runs, args.bound_ms, meta)
-    for name, n in comparison["sustained_streams"].items():
-        say(f"{name}: sustains {n} streams with p98 <= {args.bound_ms:g} ms")
-    for ratio, value in comparison["ratios"].items():
-        say(f"{ratio}: {value}")
+    comparison = write_comparison(out, runs, bounds, meta, levels)
+    for bound, at_bound in comparison["by_bound"].items():
+        for name, n in at_bound["sustained_streams"].items():
+            say(f"{name}: sustains {n} streams with p98 <= {bound} ms")
+        for ratio, value in at_bound["ratios"].items():
+            say(f"{ratio} at {bound} ms: {value}")
     say(f"report: {out / 'compare.md'}")
     return 0
+
+
+def parse_bounds(text: str | float) -> list[float]:
+    """`--bound-ms 100,200` -> [100.0, 200.0]; the largest also ends a sweep early."""
+    try:
+        bounds = [float(v) for v in str(text).split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--bound-ms takes comma-separated milliseconds, got {text!r}") from None
+    if not bounds or min(bounds) <= 0:
+        raise ValueError(f"--bound-ms needs positive milliseconds, got {text!r}")
+    return bounds
 
 
 def _targets(args: argparse.Namespace) -> list[tuple[str, AbstractContextManager[str]]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -48,6 +49,18 @@ class Level:
     batch_sizes: dict[str, int] | None  # None when /metrics could not be read
     wall_s: float  # how long the level ran
     notes: list[str] = field(default_factory=list)  # e.g. "/metrics unreachable"
+    # the load generator's own process CPU time over the level: it shares the machine with
+    # the server when both run on one host, so this says how much of the CPU it took
+    loadgen_cpu_s: float | None = None
+    # end-of-utterance latency percentiles from the server's histogram ("p50", "p98"), ms
+    server_ms: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def loadgen_cpu_share(self) -> float | None:
+        """The load generator's CPU time as a share of all cores' time over the level."""
+        if self.loadgen_cpu_s is None or self.wall_s <= 0:
+            return None
+        return self.loadgen_cpu_s / (self.wall_s * (os.cpu_count() or 1))
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -85,6 +98,10 @@ def details(level: Level) -> dict[str, Any]:
     return {
         "streams": level.streams,
         "wall_s": round(level.wall_s, 2),
+        "loadgen_cpu_s": _round(level.loadgen_cpu_s),
+        "loadgen_cpu_share": _round(level.loadgen_cpu_share, 4),
+        "server_p50_ms": _round(level.server_ms.get("p50")),
+        "server_p98_ms": _round(level.server_ms.get("p98")),
         "audio_s": round(sum(u.audio_s for u in ok), 2),  # audio that reached a final
         "failure_reasons": dict(reasons.most_common()),
         "first_partial_p90_ms": _round(percentile(first, 90)),
@@ -149,7 +166,7 @@ def markdown(
     for key, value in meta.items():
         if isinstance(value, dict):
             lines += [f"- {key}: " + ", ".join(f"{k} `{v}`" for k, v in value.items())]
-    lines += ["", table(results), ""]
+    lines += ["", table(results), "", load_table(levels), ""]
     for d in levels:
         for reason, count in d["failure_reasons"].items():
             lines.append(f"- {d['streams']} streams: {count} x {reason}")
@@ -171,6 +188,20 @@ def table(results: Sequence[dict[str, Any]]) -> str:
         cells += ["-" if r["wer"] is None else f"{100 * r['wer']:.1f}%"]
         batch = mean_batch(r["batch_sizes"])
         cells += ["-" if batch is None else f"{batch:.2f}"]
+        rows.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(rows)
+
+
+def load_table(levels: Sequence[dict[str, Any]]) -> str:
+    """Per level (from `details`): the load generator's share of the machine's CPU, and the
+    server's own latency percentiles next to the clients' (the gap is network and client
+    scheduling; on one host it grows as the load generator competes for the cores)."""
+    head = "| streams | load generator CPU (share of all cores) | server p50 ms | server p98 ms |"
+    rows = [head, "|---:|---:|---:|---:|"]
+    for d in levels:
+        share = d.get("loadgen_cpu_share")
+        cells = [d["streams"], "-" if share is None else f"{100 * share:.1f}%"]
+        cells += [_ms(d.get("server_p50_ms")), _ms(d.get("server_p98_ms"))]
         rows.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(rows)
 
@@ -256,10 +287,51 @@ def sustained(results: Sequence[dict[str, Any]], bound_ms: float) -> int:
 
 
 def write_comparison(
-    out: Path, runs: Mapping[str, Sequence[dict[str, Any]]], bound_ms: float, meta: dict[str, Any]
+    out: Path,
+    runs: Mapping[str, Sequence[dict[str, Any]]],
+    bounds_ms: float | Sequence[float],
+    meta: dict[str, Any],
+    levels: Mapping[str, Sequence[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
-    """compare.json, compare.md and one latency plot with every run."""
+    """compare.json, compare.md and one latency plot with every run. With several bounds, the
+    top-level `sustained_streams` and `ratios` are at the largest; `by_bound` has each.
+    `levels` (each run's `details`) adds the load generator's CPU and the server's view."""
     out.mkdir(parents=True, exist_ok=True)
+    bounds = sorted([bounds_ms] if isinstance(bounds_ms, int | float) else bounds_ms)
+    by_bound = {f"{b:g}": _sustained_and_ratios(runs, b) for b in bounds}
+    comparison = {"bound_ms": bounds[-1], **by_bound[f"{bounds[-1]:g}"], "by_bound": by_bound}
+    _dump(out / "compare.json", {**comparison, "runs": runs, "levels": levels, "meta": meta})
+    plot_latency(runs, out / COMPARE_FIG, bounds[-1])
+    lines = ["# Batch Dispatch policies", ""]
+    lines += [f"- {key}: `{value}`" for key, value in meta.items() if not isinstance(value, dict)]
+    for key, value in meta.items():
+        if isinstance(value, dict):
+            lines += [f"- {key}: " + ", ".join(f"{k} `{v}`" for k, v in value.items())]
+    lines += ["", "Most concurrent streams with p98 end-of-utterance latency within each bound"]
+    lines += ["and no failures:", ""]
+    lines += ["| run | " + " | ".join(f"p98 <= {b} ms" for b in by_bound) + " |"]
+    lines += ["|---|" + "---:|" * len(by_bound)]
+    for name in runs:
+        cells = [str(v["sustained_streams"][name]) for v in by_bound.values()]
+        lines += [f"| {name} | " + " | ".join(cells) + " |"]
+    ratio_names = list(next(iter(by_bound.values()))["ratios"])
+    lines += ["", "| ratio | " + " | ".join(f"p98 <= {b} ms" for b in by_bound) + " |"]
+    lines += ["|---|" + "---:|" * len(by_bound)]
+    for ratio in ratio_names:
+        cells = [_ratio(v["ratios"][ratio]) for v in by_bound.values()]
+        lines += [f"| {ratio} | " + " | ".join(cells) + " |"]
+    for name, results in runs.items():
+        lines += ["", f"## {name}", "", table(results)]
+        if levels and name in levels:
+            lines += ["", load_table(levels[name])]
+    lines += ["", f"![latency]({COMPARE_FIG})", ""]
+    (out / "compare.md").write_text("\n".join(lines))
+    return comparison
+
+
+def _sustained_and_ratios(
+    runs: Mapping[str, Sequence[dict[str, Any]]], bound_ms: float
+) -> dict[str, Any]:
     best = {name: sustained(results, bound_ms) for name, results in runs.items()}
     ratios = {
         f"{a}/{b}": (round(best[a] / best[b], 2) if best[b] else None)
@@ -267,18 +339,8 @@ def write_comparison(
         for b in best
         if a != b
     }
-    comparison = {"bound_ms": bound_ms, "sustained_streams": best, "ratios": ratios}
-    _dump(out / "compare.json", {**comparison, "runs": runs, "meta": meta})
-    plot_latency(runs, out / COMPARE_FIG, bound_ms)
-    lines = ["# Batch Dispatch policies", ""]
-    lines += [f"- {key}: `{value}`" for key, value in meta.items() if not isinstance(value, dict)]
-    lines += ["", f"Most concurrent streams with p98 end-of-utterance latency <= {bound_ms:g} ms"]
-    lines += ["and no failures:", "", "| run | sustained streams |", "|---|---:|"]
-    lines += [f"| {name} | {n} |" for name, n in best.items()]
-    lines += ["", "| ratio | value |", "|---|---:|"]
-    lines += [f"| {k} | {'-' if v is None else v} |" for k, v in ratios.items()]
-    for name, results in runs.items():
-        lines += ["", f"## {name}", "", table(results)]
-    lines += ["", f"![latency]({COMPARE_FIG})", ""]
-    (out / "compare.md").write_text("\n".join(lines))
-    return comparison
+    return {"sustained_streams": best, "ratios": ratios}
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"

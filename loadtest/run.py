@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.client import MAX_CHUNK_MS, MIN_CHUNK_MS, ClientConfig, Utterance
-from loadtest.compare import POLICIES, compare
+from loadtest.compare import POLICIES, compare, parse_bounds
 from loadtest.report import write_report
 from loadtest.sweep import LoadConfig, sweep
 
@@ -65,7 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--compare-policies", action="store_true")
     group.add_argument("--policies", default=",".join(POLICIES), help="servers to start")
     group.add_argument("--labels", default="", help="names of the --url servers, comma-separated")
-    group.add_argument("--bound-ms", type=float, default=200.0, help="p98 bound")
+    group.add_argument(
+        "--bound-ms", default="100,200", help="p98 bounds, ms; the largest ends a sweep"
+    )
     group.add_argument("--serve-args", default="", help="extra `harken serve` flags, one string")
     group.add_argument(
         "--full-sweep", action="store_true", help="keep going past the first level over the bound"
@@ -95,6 +97,7 @@ def _configure(args: argparse.Namespace) -> tuple[LoadConfig, ClientConfig, list
     if len(urls) > 1 and not args.compare_policies:
         raise ValueError("several --url values are compared only with --compare-policies")
     streams = _int_list(args.streams, "--streams")
+    parse_bounds(args.bound_ms)
     if args.seconds <= 0 or args.offset_s < 0 or args.pause_s < 0:
         raise ValueError("--seconds must be > 0; --offset-s and --pause-s >= 0")
     client = ClientConfig(

@@ -18,7 +18,14 @@ import numpy as np
 
 from loadtest.client import ClientConfig, Utterance, UtteranceResult, stream_utterance
 from loadtest.report import Level
-from loadtest.scrape import batch_delta, scrape_batches
+from loadtest.scrape import (
+    EOU_LATENCY,
+    batch_buckets,
+    batch_delta,
+    histogram_buckets,
+    histogram_quantile,
+    scrape,
+)
 
 FAILURE_BACKOFF_S = 0.5  # a client waits this long after a failure before its next try
 
@@ -60,9 +67,9 @@ async def run_level(
     load: LoadConfig, client: ClientConfig, utterances: list[Utterance], streams: int
 ) -> Level:
     """`streams` clients for `load.seconds`; ends by itself within `level_bound`."""
-    before = await asyncio.to_thread(scrape_batches, client.url, client.token)
+    before = await asyncio.to_thread(scrape, client.url, client.token)
     results: list[UtteranceResult] = []
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     deadline = start + load.seconds
     tasks = [
         asyncio.create_task(_client_loop(client, utterances, deadline, load, k, results))
@@ -75,13 +82,17 @@ async def run_level(
         task.cancel()
     await asyncio.gather(*pending, return_exceptions=True)
     progress.cancel()
-    wall = time.perf_counter() - start
-    after = await asyncio.to_thread(scrape_batches, client.url, client.token)
-    level = Level(streams, results, None, wall)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    after = await asyncio.to_thread(scrape, client.url, client.token)
+    level = Level(streams, results, None, wall, loadgen_cpu_s=cpu)
     if before is None or after is None:
         level.notes.append("/metrics could not be read; no batch sizes")
     else:
-        level.batch_sizes = batch_delta(before, after)
+        level.batch_sizes = batch_delta(batch_buckets(before), batch_buckets(after))
+        eou = histogram_buckets(before, EOU_LATENCY), histogram_buckets(after, EOU_LATENCY)
+        for q in (0.5, 0.98):
+            seconds = histogram_quantile(*eou, q)
+            level.server_ms[f"p{round(100 * q)}"] = None if seconds is None else 1000 * seconds
     if pending:
         level.notes.append(f"{len(pending)} clients cancelled at the {bound:.0f} s bound")
     say(_progress_line(streams, wall, load.seconds, results, final=True))

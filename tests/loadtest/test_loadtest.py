@@ -73,6 +73,15 @@ def test_sweep_measures_latency_batches_and_wer(
     assert (tmp_path / "latency.png").read_bytes()[:4] == b"\x89PNG"
     assert "| streams | utterances |" in (tmp_path / "report.md").read_text()
     assert "[  2 streams]" in capsys.readouterr().err  # live progress
+    # the server's own latency (from its histogram) and the load generator's CPU share
+    details = json.loads((tmp_path / "details.json").read_text())["levels"]
+    for r, d in zip(levels, details, strict=True):
+        assert 0 < d["loadgen_cpu_share"] < 1
+        assert 0 < d["server_p50_ms"] <= d["server_p98_ms"]
+        # eos received -> final sent inside the server cannot be slower than the client's view
+        # of eos sent -> final received (bar the histogram's bucket interpolation)
+        assert d["server_p50_ms"] <= r["p50_ms"] * 1.5 + 5
+    assert "load generator CPU" in (tmp_path / "report.md").read_text()
     # 2 levels of 1.5 s, the 0.2 s offsets, the last utterances (at most 1.2 s) and finals
     assert wall < 15
 

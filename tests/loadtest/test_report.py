@@ -10,7 +10,13 @@ import pytest
 
 from loadtest.client import ClientConfig, UtteranceResult
 from loadtest.report import RESULT_KEYS, Level, summarize, sustained, write_comparison, write_report
-from loadtest.scrape import batch_buckets, batch_delta, http_base
+from loadtest.scrape import (
+    batch_buckets,
+    batch_delta,
+    histogram_buckets,
+    histogram_quantile,
+    http_base,
+)
 from loadtest.wer import edit_distance, wer, words
 
 METRICS = """# TYPE harken_batch_size histogram
@@ -37,6 +43,28 @@ def test_batch_histogram_delta_counts_steps_of_each_size() -> None:
     assert before == {1: 5.0, 2: 6.0, 3: 6.0}
     assert batch_delta(before, after) == {"1": 10, "2": 2, "3": 2}
     assert http_base("wss://host:9/v1/stream?x=1") == "https://host:9"
+
+
+LATENCY = """harken_end_of_utterance_latency_seconds_bucket{le="0.01"} %d
+harken_end_of_utterance_latency_seconds_bucket{le="0.02"} %d
+harken_end_of_utterance_latency_seconds_bucket{le="0.05"} %d
+harken_end_of_utterance_latency_seconds_bucket{le="+Inf"} %d
+"""
+
+
+def test_latency_quantiles_come_from_the_histogram_delta() -> None:
+    name = "harken_end_of_utterance_latency_seconds"
+    before = histogram_buckets(LATENCY % (7, 7, 7, 7), name)
+    # since then: 10 observations in (0, 10 ms], 10 in (10, 20], none slower
+    after = histogram_buckets(LATENCY % (17, 27, 27, 27), name)
+    assert histogram_quantile(before, after, 0.5) == pytest.approx(0.010)
+    assert histogram_quantile(before, after, 0.25) == pytest.approx(0.005)
+    assert histogram_quantile(before, after, 0.98) == pytest.approx(0.0196)
+    assert histogram_quantile(after, after, 0.5) is None  # nothing observed in between
+    # a quantile past the last finite bound is only known to be above it
+    slow = histogram_buckets(LATENCY % (17, 27, 27, 40), name)
+    assert histogram_quantile(before, slow, 0.98) is None
+    assert histogram_buckets(METRICS % (1, 2, 3, 4, 4), name) == {}  # another histogram
 
 
 def test_client_config_finds_the_stream_path() -> None:
@@ -78,3 +106,10 @@ def test_sustained_streams_and_ratios(tmp_path: Path) -> None:
     runs = {"eager": eager, "none": none}
     comparison = write_comparison(tmp_path, runs, 200, {"command": "test"})
     assert comparison["ratios"] == {"eager/none": 10.0, "none/eager": 0.1}
+    # several bounds: each has its own counts, and the top level is the largest's
+    comparison = write_comparison(tmp_path, runs, [100, 200], {"command": "test"})
+    assert comparison["by_bound"]["100"]["sustained_streams"] == {"eager": 5, "none": 1}
+    assert comparison["by_bound"]["100"]["ratios"]["eager/none"] == 5.0
+    assert comparison["sustained_streams"] == {"eager": 10, "none": 1}
+    report = (tmp_path / "compare.md").read_text()
+    assert "| eager | 5 | 10 |" in report and "| eager/none | 5 | 10 |" in report
