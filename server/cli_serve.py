@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 from server import config as server_config
@@ -25,5 +26,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"harken serve: {e}", file=sys.stderr)
         return 2
     server = make_server(create_app(config), config.host, config.port, config.log_level)
-    server.run()
+    # uvicorn re-raises Ctrl-C / SIGINT once its (our draining) shutdown is done: that is a
+    # clean stop, not a crash to print a traceback for
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
     return 0 if server.started else 1

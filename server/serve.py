@@ -7,10 +7,13 @@ open ones to end, and only then lets uvicorn close what is left.
 
 from __future__ import annotations
 
+import copy
 import socket
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
+from uvicorn.config import LOGGING_CONFIG
 
 from server.transport import Resources
 from server.ws_frames import MAX_FRAME_BYTES, RefusingWebSocketProtocol
@@ -30,12 +33,26 @@ class DrainingServer(uvicorn.Server):
         await super().shutdown(sockets)
 
 
+def log_config(level: str = "info") -> dict[str, Any]:
+    """Uvicorn's logging plus our own `harken` loggers through its handler, so start-up facts
+    (the model precision `--dtype auto` chose, decoder processes) reach the server's log;
+    left alone, Python drops their INFO lines."""
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["harken"] = {
+        "handlers": ["default"],
+        "level": level.upper(),
+        "propagate": False,
+    }
+    return config
+
+
 def make_server(app: FastAPI, host: str, port: int, log_level: str = "info") -> DrainingServer:
     config = uvicorn.Config(
         app,
         host=host,
         port=port,
         log_level=log_level,
+        log_config=log_config(log_level),
         ws=RefusingWebSocketProtocol,
         ws_max_size=MAX_FRAME_BYTES,
         lifespan="on",

@@ -182,12 +182,15 @@ def test_compare_policies_starts_its_own_server(
         tmp_path,
         manifest,
         *("--compare-policies", "--policies", "timeout", "--streams", "1", "--seconds", "1"),
-        f"--serve-args=--bundle {tiny_bundle} --chunk-ms 80 --log-level warning",
+        f"--serve-args=--bundle {tiny_bundle} --chunk-ms 80 --log-level info",
     )
     assert status == 0
     (r,) = results(tmp_path / "timeout")
     assert r["utterances"] >= 1 and r["failures"] == 0
-    assert "--policy timeout" in (tmp_path / "timeout" / "server.log").read_text()
+    log = (tmp_path / "timeout" / "server.log").read_text()
+    assert "--policy timeout" in log
+    assert "model precision" in log  # the start-up facts reach the log
+    assert "Traceback" not in log  # a SIGINT stop is a clean stop
     assert json.loads((tmp_path / "compare.json").read_text())["sustained_streams"] == {
         "timeout": 1
     }
