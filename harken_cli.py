@@ -35,6 +35,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "streaming step latency per batch size and precision",
     ),
     "bench-workers": ("evaluation.bench_workers", "decoder workers as threads vs processes"),
+    "floor": (
+        "evaluation.floor",
+        "FLOPs per stream-second, GEMM rates and step times: the model's stream capacity",
+    ),
     "loadtest": ("loadtest.run", "latency load test against a running server"),
 }
 

@@ -1,4 +1,5 @@
-"""Start `harken serve` in a child process on a free local port, for `--compare-policies`.
+"""Start `harken serve` in a child process on a free local port, for `--compare-policies`
+and `--soak` (which also needs the process: its pid for /proc, and to signal it).
 
 The server is a separate process reached over the network like any other; its output goes
 to a log file. Readiness is `GET /readyz` answering 200 (the bundle is loaded and the
@@ -15,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from loadtest.scrape import fetch
@@ -37,11 +39,33 @@ def serve_command(policy: str, port: int, serve_args: Sequence[str]) -> list[str
     return [sys.executable, "-c", cli, "serve", *flags, *serve_args]
 
 
+@dataclass(frozen=True)
+class Launched:
+    """A started server: where to reach it, and its process."""
+
+    url: str  # ws://127.0.0.1:PORT
+    process: subprocess.Popen[str]
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
 @contextmanager
 def launched(
     policy: str, serve_args: Sequence[str], log: Path, ready_timeout_s: float = 180.0
 ) -> Iterator[str]:
     """A server with `policy` for the duration of the block; yields its ws:// URL."""
+    with launched_server(policy, serve_args, log, ready_timeout_s) as server:
+        yield server.url
+
+
+@contextmanager
+def launched_server(
+    policy: str, serve_args: Sequence[str], log: Path, ready_timeout_s: float = 180.0
+) -> Iterator[Launched]:
+    """`launched`, yielding the process too. The block may stop the server itself (a
+    SIGTERM, say); it is only signalled at the end if it still runs."""
     port = free_port()
     command = serve_command(policy, port, serve_args)
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -53,7 +77,7 @@ def launched(
         )
         try:
             _wait_ready(process, f"http://127.0.0.1:{port}/readyz", log, ready_timeout_s)
-            yield f"ws://127.0.0.1:{port}"
+            yield Launched(f"ws://127.0.0.1:{port}", process)
         finally:
             _stop(process)
 

@@ -4,6 +4,8 @@
         --seconds 60 --out DIR
     harken loadtest --compare-policies --manifest M.jsonl --out DIR [--serve-args "..."]
     harken loadtest --compare-policies --url ws://A --url ws://B --labels eager,none ...
+    harken loadtest --soak --manifest M.jsonl --streams 32 --soak-minutes 30 ... (loadtest/soak.py)
+    harken loadtest --profile --manifest M.jsonl --streams 20 --seconds 30 ... (loadtest/profile.py)
 
 At each concurrency N, N clients each stream manifest utterances one after another, paced
 at real time x `--speed`, each starting after a random offset at a random utterance. A
@@ -31,6 +33,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from loadtest import profile, soak
 from loadtest.client import MAX_CHUNK_MS, MIN_CHUNK_MS, ClientConfig, Utterance
 from loadtest.compare import POLICIES, compare, parse_bounds
 from loadtest.report import write_report
@@ -72,9 +75,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--full-sweep", action="store_true", help="keep going past the first level over the bound"
     )
+    soak.add_arguments(parser)
+    profile.add_arguments(parser)
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.soak:
+        return soak.main(args)
+    if args.profile:
+        return profile.main(args)
     try:
         load, client, utterances = _configure(args)
     except ValueError as e:
