@@ -200,6 +200,10 @@ class StreamingFeaturizer:
         self.frames_out += len(logspec)
         return logspec
 
+    def frames_after(self, more_samples: int) -> int:
+        """Frames that pushing `more_samples` more would complete (before the onset gate)."""
+        return num_frames(len(self._buf) + more_samples, self.cfg)
+
     @property
     def skipped_s(self) -> float:
         """Seconds at the start that the onset gate dropped (0 once speech is heard early)."""

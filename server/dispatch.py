@@ -31,6 +31,8 @@ C = TypeVar("C")
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
 
+WAIT_SMOOTHING = 0.2  # weight of the newest batch in `queue_wait_s` (~ the last 5 batches)
+
 Policy = Literal["eager", "timeout", "none"]
 POLICIES: tuple[Policy, ...] = ("eager", "timeout", "none")
 
@@ -141,6 +143,7 @@ class BatchDispatcher(Generic[C, R]):
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.batches_run = 0
+        self._wait_s = 0.0  # moving average over batches of their chunks' mean queue wait
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -179,6 +182,12 @@ class BatchDispatcher(Generic[C, R]):
     @property
     def active_streams(self) -> int:
         return len(self._open)
+
+    @property
+    def queue_wait_s(self) -> float:
+        """How long chunks have lately waited for their step (a moving average over the last
+        few batches): near zero while the model keeps up, growing once it falls behind."""
+        return self._wait_s
 
     def enqueue(self, stream: int, chunk: C, last: bool = False) -> asyncio.Future[R]:
         """Queue `chunk` for `stream`; the future resolves to its result.
@@ -257,6 +266,8 @@ class BatchDispatcher(Generic[C, R]):
         start = loop.time()
         for request in batch.requests:
             self.observer.queued(start - request.enqueued)
+        mean_wait = sum(start - r.enqueued for r in batch.requests) / len(batch.requests)
+        self._wait_s += WAIT_SMOOTHING * (mean_wait - self._wait_s)
         self._current = batch
         try:
             results = await self.runner.run([r.work for r in batch.requests])

@@ -73,6 +73,8 @@ async def running_engine(
             features=model.features,
             chunk_frames=frames(model, config.chunk_ms),
             max_chunk_frames=frames(model, config.max_chunk_ms),
+            load_chunk_frames=frames(model, min(config.load_chunk_ms, config.max_chunk_ms)),
+            load_wait_s=config.load_wait_ms / 1000,
             max_samples=int(config.max_stream_s * model.features.sample_rate),
             frame_seconds=model.frame_seconds,
         )

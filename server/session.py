@@ -76,6 +76,15 @@ class Engine:
     max_chunk_frames: int  # most frames in one step when audio is backlogged
     max_samples: int  # longest stream, in 16 kHz samples
     frame_seconds: float  # seconds per model output frame (hop x time stride)
+    load_chunk_frames: int = 0  # frames per live step while the model lags; 0: chunk_frames
+    load_wait_s: float = 0.0  # the lag (mean queue wait) past which load_chunk_frames apply
+
+    def step_frames(self) -> int:
+        """Frames a live stream sends per step now: bigger chunks while the model lags, so
+        the per-step costs shrink when they decide latency; outputs are the same either way
+        (any chunking of a stream equals its offline result)."""
+        lagging = self.dispatcher.queue_wait_s > self.load_wait_s
+        return max(self.load_chunk_frames, self.chunk_frames) if lagging else self.chunk_frames
 
 
 @dataclass
@@ -124,6 +133,8 @@ class Session:
     _featurizer: StreamingFeaturizer | None = None
     _resampler: Resampler | None = None
     _frames: F32 = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    _audio: list[F32] = field(default_factory=list)  # 16 kHz audio not yet featurized
+    _audio_samples: int = 0
     _decoding: list[asyncio.Future[None]] = field(default_factory=list)
     _last_text: str = ""
     _segment: _Segment = field(default_factory=_Segment)
@@ -190,6 +201,7 @@ class Session:
         decoder finalised), then go on listening with a fresh model state and decoder:
         Vosk's `reset`. The audio front end runs on, so times stay stream times."""
         self._expect(State.STREAMING, "reset")
+        self._featurize()  # all the audio received so far belongs to the utterance ending
         await self._run_full_chunks(None)
         tail, self._frames = self._frames, self._frames[:0]
         await self._step(tail, last=True)
@@ -235,9 +247,24 @@ class Session:
             )
 
     def _add_frames(self, samples: F32, last: bool) -> None:
+        """Resample now; featurize only once a step's worth of frames is there (or at the
+        end): a client frame is often 20-100 ms, and the spectrogram costs mostly per call,
+        not per frame. Any split of the audio gives the same frames."""
         assert self._resampler is not None and self._featurizer is not None
         audio = self._resampler.push(samples, last=last)
-        frames = self._featurizer.push(audio)
+        if len(audio):
+            self._audio.append(audio)
+            self._audio_samples += len(audio)
+        wanted = self.engine.step_frames() - len(self._frames)
+        if last or self._featurizer.frames_after(self._audio_samples) >= wanted:
+            self._featurize()
+
+    def _featurize(self) -> None:
+        """Turn the audio waiting for the featurizer into frames for the model."""
+        assert self._featurizer is not None
+        pending = np.concatenate(self._audio) if self._audio else np.zeros(0, np.float32)
+        self._audio, self._audio_samples = [], 0
+        frames = self._featurizer.push(pending)
         if len(frames):
             if not self._segment.frames and not self._segment.start_s:  # the stream's first
                 self._segment.skipped_s = self._featurizer.skipped_s
@@ -246,7 +273,7 @@ class Session:
     async def _run_full_chunks(self, finals: list[Update] | None) -> bool:
         """Send whole chunks, a backlog in steps of up to `max_chunk_frames`; with a list
         for `finals`, end a segment where an endpoint is reached and add its Final."""
-        chunk, stepped = self.engine.chunk_frames, False
+        chunk, stepped = self.engine.step_frames(), False
         while len(self._frames) >= chunk:
             n = min(len(self._frames) // chunk * chunk, self.engine.max_chunk_frames)
             frames, self._frames = self._frames[:n], self._frames[n:]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -82,7 +84,10 @@ def test_streaming_equals_whole_for_any_chunking(
     audio = with_lead(speechlike(sum(sizes) / cfg.sample_rate + 0.01, 0.3), lead_s, -54)
     audio = audio[: sum(sizes)]
     fz, parts, i = StreamingFeaturizer(cfg), [], 0
+    gated = StreamingFeaturizer(dataclasses.replace(cfg, onset_gate=False))
     for n in sizes:
+        # what the server asks before it featurizes: frames that n more samples complete
+        assert gated.frames_after(n) == len(gated.push(audio[i : i + n]))
         parts.append(fz.push(audio[i : i + n]))
         i += n
     whole = featurize(audio, cfg)

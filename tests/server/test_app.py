@@ -187,6 +187,31 @@ def test_a_bundle_with_speaker_adaptation_streams_what_it_transcribes_offline(
     assert final["text"] == again["text"] == expected
 
 
+def test_under_load_streams_step_in_bigger_chunks_and_still_give_the_offline_transcript(
+    tiny_bundle: Path, expected: str
+) -> None:
+    """`load_wait_ms=0` makes the model count as lagging at any queue wait, so every live
+    step after the first takes `load_chunk_ms` of audio: a quarter of the steps for the same
+    1.5 s, and the same transcript (any chunking equals offline)."""
+    steps = {}
+    for load_chunk_ms in (0, 320):
+        config = ServerConfig(
+            dtype="fp32",
+            bundle=str(tiny_bundle),
+            chunk_ms=80,
+            load_chunk_ms=load_chunk_ms,
+            load_wait_ms=0.0,
+        )
+        with running(config) as server:
+            with connect(f"{server.ws}/v1/stream") as ws:
+                *_, final = stream(ws, AUDIO_PCM)
+            assert final["text"] == expected
+            metrics = httpx.get(f"{server.url}/metrics").text
+            steps[load_chunk_ms] = float(metrics.split("harken_batch_size_count ")[1].split()[0])
+    # 1.5 s in 80 ms steps is ~18 of them; in 320 ms steps ~5 (plus the first and the flush)
+    assert steps[320] <= 8 < 15 <= steps[0], steps
+
+
 def test_a_log_mel_stride_3_bundle_streams_what_it_transcribes_offline(tmp_path: Path) -> None:
     """The next default model's shape (80 log-mel bins, stride 3, GRU, speaker adaptation):
     live chunks of 15 frames and any framing of the audio give the offline transcript."""

@@ -244,6 +244,11 @@ def test_bad_server_config_says_what_to_change(tmp_path: Path) -> None:
         ServerConfig(max_batch=0)
     with pytest.raises(ValueError, match="chunk_ms must be a positive multiple of the 10 ms hop"):
         ServerConfig(chunk_ms=15)
+    with pytest.raises(ValueError, match="load_chunk_ms must be 0 .off. or a multiple of the 10"):
+        ServerConfig(load_chunk_ms=325)
+    with pytest.raises(ValueError, match="load_wait_ms must be >= 0"):
+        ServerConfig(load_wait_ms=-1)
+    ServerConfig(chunk_ms=400)  # a load chunk below the live chunk just never applies
     parser = argparse.ArgumentParser()
     cli_serve.add_arguments(parser)
     with pytest.raises(ValueError, match="port must be a int, got 'eighty'"):

@@ -307,6 +307,28 @@ def test_observer_sees_batch_sizes_and_queue_waits() -> None:
     asyncio.run(main())
 
 
+def test_queue_wait_rises_while_the_model_lags_and_falls_as_it_catches_up() -> None:
+    async def body(d: BatchDispatcher[int, int], runner: GatedRunner) -> None:
+        a, b = d.open_stream(), d.open_stream()
+        first = d.enqueue(a, 1)
+        await asyncio.sleep(0)
+        waiting = d.enqueue(b, 2)  # waits behind a's batch, which the test holds 60 ms
+        await asyncio.sleep(0.06)
+        await runner.open_next()
+        await first
+        await runner.open_next()
+        await waiting
+        lagging = d.queue_wait_s
+        assert lagging > 0.005  # a 60 ms wait weighs in at 0.2 x 60 ms
+        for i in range(10):  # then chunks that find the model free
+            done = d.enqueue(a, i)
+            await runner.open_next()
+            await done
+        assert d.queue_wait_s < lagging / 5
+
+    drive(body)
+
+
 @pytest.mark.parametrize(
     ("config", "message"),
     [
