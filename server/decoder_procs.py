@@ -64,6 +64,9 @@ def _serve(conn: Connection, bundle: str, model: dict[str, Any], kind: str, beam
                 value = None
             elif op == "finalize":
                 value = list(streams.pop(sid).finalize())
+            elif op == "advance_and_partial":
+                streams[sid].advance(*args)
+                value = streams[sid].partial()
             else:
                 value = getattr(streams[sid], op)(*args)
             conn.send((True, value))
@@ -152,6 +155,12 @@ class _RemoteStream:
 
     def partial(self) -> HypothesisLike:
         result: HypothesisLike = self._child.call("partial", self._sid)
+        return result
+
+    def advance_and_partial(self, log_probs: F32) -> HypothesisLike:
+        """Both in one round trip to the child (a live stream asks for a partial after
+        every step)."""
+        result: HypothesisLike = self._child.call("advance_and_partial", self._sid, log_probs)
         return result
 
     def finalize(self) -> Sequence[HypothesisLike]:

@@ -66,6 +66,17 @@ class DecoderStream(Protocol):
         ...
 
 
+def advance_and_partial(stream: DecoderStream, log_probs: F32) -> HypothesisLike:
+    """`advance` then `partial`, as one call where the stream offers one (a stream in a
+    decoder process: one round trip instead of two)."""
+    fused = getattr(stream, "advance_and_partial", None)
+    if fused is not None:
+        result: HypothesisLike = fused(log_probs)
+        return result
+    stream.advance(log_probs)
+    return stream.partial()
+
+
 class Decoder(Protocol):
     def start(self, hotwords: Sequence[str] = ()) -> DecoderStream: ...
 

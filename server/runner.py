@@ -116,6 +116,9 @@ class ModelRunner:
         groups: dict[int | None, list[int]] = defaultdict(list)
         for i, work in enumerate(batch):
             groups[None if work.last else len(work.chunk.feats)].append(i)
+        # ending streams first: their finals wait on this step (end-of-utterance latency),
+        # the others' next partials less so
+        groups = dict(sorted(groups.items(), key=lambda group: group[0] is not None))
         with torch.inference_mode():
             for length, items in groups.items():
                 chosen = [batch[i] for i in items]

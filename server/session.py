@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ import numpy.typing as npt
 from models.config import FeatureConfig
 from models.features import StreamingFeaturizer
 from server.audio import Resampler
-from server.decoding import DecoderPool, DecoderStream, HypothesisLike
+from server.decoding import DecoderPool, DecoderStream, HypothesisLike, advance_and_partial
 from server.dispatch import BatchDispatcher, DispatchError
 from server.errors import (
     BadConfig,
@@ -136,6 +137,9 @@ class Session:
     _audio: list[F32] = field(default_factory=list)  # 16 kHz audio not yet featurized
     _audio_samples: int = 0
     _decoding: list[asyncio.Future[None]] = field(default_factory=list)
+    # with partials on: log-probs stepped but not yet given to the decoder, which gets them
+    # with the next partial request in one call (one round trip to a decoder process, not two)
+    _undecoded: list[F32] = field(default_factory=list)
     _last_text: str = ""
     _segment: _Segment = field(default_factory=_Segment)
 
@@ -227,6 +231,7 @@ class Session:
                 future.exception()  # retrieved: the stream is gone, nobody else will look
             future.cancel()
         self._decoding.clear()
+        self._undecoded.clear()
         self._decoder = None
         self.state = State.CLOSED
 
@@ -284,8 +289,10 @@ class Session:
         return stepped
 
     async def _step(self, frames: F32, last: bool) -> None:
-        """One model step; the decoder's `advance` is queued, not awaited, so it overlaps the
-        stream's next step. Errors of queued work surface at the next `_decode`."""
+        """One model step. With partials on, its log-probs wait for the partial request that
+        follows the step and go with it (one decoder call for both); otherwise `advance` is
+        queued, not awaited, so it overlaps the stream's next step. Errors of queued work
+        surface at the next `_decode`."""
         began = time.perf_counter()
         try:
             log_probs = await self.engine.dispatcher.submit(self.stream, Chunk(frames), last)
@@ -296,8 +303,17 @@ class Session:
         finally:
             self.timing.busy += time.perf_counter() - began
         self._segment.observe(log_probs)
-        advance = self._require_decoder().advance
-        self._decoding.append(self.engine.pool.submit(self.stream, advance, log_probs))
+        self._undecoded.append(log_probs)
+        if last or not self.options.partials:  # no partial request follows to carry them
+            self._queue_advance()
+
+    def _queue_advance(self) -> None:
+        """Queue the undecoded log-probs on the stream's decoder worker without waiting for
+        it, so decoding overlaps the stream's next model step."""
+        if self._undecoded:
+            log_probs, self._undecoded = np.concatenate(self._undecoded), []
+            advance = self._require_decoder().advance
+            self._decoding.append(self.engine.pool.submit(self.stream, advance, log_probs))
 
     # -- decoding -----------------------------------------------------------------------
 
@@ -308,6 +324,7 @@ class Session:
     async def _decode(self, fn: Callable[[], T]) -> T:
         """Run `fn` on the stream's decoder worker, after the advances queued before it,
         and surface any error those raised."""
+        self._queue_advance()  # everything stepped so far comes before `fn`
         began = time.perf_counter()
         try:
             result = await self.engine.pool.submit(self.stream, fn)
@@ -320,7 +337,12 @@ class Session:
         return result
 
     async def _partial(self) -> Partial | None:
-        hyp = await self._decode(self._require_decoder().partial)
+        decoder = self._require_decoder()
+        if self._undecoded:
+            log_probs, self._undecoded = np.concatenate(self._undecoded), []
+            hyp = await self._decode(functools.partial(advance_and_partial, decoder, log_probs))
+        else:
+            hyp = await self._decode(decoder.partial)
         if hyp.text == self._last_text:
             return None
         self._last_text = hyp.text
