@@ -19,6 +19,7 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -64,6 +65,19 @@ class ClientConfig:
             raise ValueError(f"speed must be > 0 (1 = real time), got {self.speed}")
         if urlsplit(self.url).scheme not in ("ws", "wss"):
             raise ValueError(f"url must start with ws:// or wss://, got {self.url!r}")
+
+    @classmethod
+    def from_args(cls, args: Any) -> ClientConfig:
+        """The clients `harken loadtest`'s flags describe (every mode: sweep, soak, profile)."""
+        return cls(
+            url=args.url[0] if args.url else "ws://127.0.0.1:0",
+            chunk_ms=args.chunk_ms,
+            speed=args.speed,
+            partials=not args.no_partials,
+            token=args.token,
+            connect_timeout_s=args.connect_timeout_s,
+            final_timeout_s=args.final_timeout_s,
+        )
 
     @property
     def stream_url(self) -> str:

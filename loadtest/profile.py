@@ -121,15 +121,7 @@ def configure(args: argparse.Namespace) -> tuple[LoadConfig, ClientConfig]:
         raise ValueError(f"--profile takes one --streams value, got {args.streams!r}") from None
     if streams < 1 or args.seconds <= 0 or args.offset_s < 0:
         raise ValueError("--streams must be >= 1, --seconds > 0 and --offset-s >= 0")
-    client = ClientConfig(
-        url=args.url[0] if args.url else "ws://127.0.0.1:0",
-        chunk_ms=args.chunk_ms,
-        speed=args.speed,
-        partials=not args.no_partials,
-        token=args.token,
-        connect_timeout_s=args.connect_timeout_s,
-        final_timeout_s=args.final_timeout_s,
-    )
+    client = ClientConfig.from_args(args)
     load = LoadConfig((streams,), args.seconds, args.offset_s, 0.0, args.progress_s, args.seed)
     return load, client
 

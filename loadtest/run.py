@@ -109,15 +109,7 @@ def _configure(args: argparse.Namespace) -> tuple[LoadConfig, ClientConfig, list
     parse_bounds(args.bound_ms)
     if args.seconds <= 0 or args.offset_s < 0 or args.pause_s < 0:
         raise ValueError("--seconds must be > 0; --offset-s and --pause-s >= 0")
-    client = ClientConfig(
-        url=urls[0] if urls else "ws://127.0.0.1:0",
-        chunk_ms=args.chunk_ms,
-        speed=args.speed,
-        partials=not args.no_partials,
-        token=args.token,
-        connect_timeout_s=args.connect_timeout_s,
-        final_timeout_s=args.final_timeout_s,
-    )
+    client = ClientConfig.from_args(args)
     load = LoadConfig(
         tuple(streams), args.seconds, args.offset_s, args.pause_s, args.progress_s, args.seed
     )

@@ -134,15 +134,7 @@ def configure(args: argparse.Namespace) -> tuple[SoakConfig, ClientConfig]:
         raise ValueError("--sample-s must be shorter than the soak (--soak-minutes)")
     if min(args.fault_window_s, args.offset_s, args.margin_pct, args.margin_ms, args.burst) < 0:
         raise ValueError("--fault-window-s, --offset-s, --margin-* and --burst must be >= 0")
-    client = ClientConfig(
-        url=args.url[0] if args.url else "ws://127.0.0.1:0",
-        chunk_ms=args.chunk_ms,
-        speed=args.speed,
-        partials=not args.no_partials,
-        token=args.token,
-        connect_timeout_s=args.connect_timeout_s,
-        final_timeout_s=args.final_timeout_s,
-    )
+    client = ClientConfig.from_args(args)
     margin = (args.margin_pct / 100, args.margin_ms)
     soak = SoakConfig(
         args.soak_minutes,

@@ -4,6 +4,7 @@ Dispatch loop and the decoder workers into `app.state`; nothing heavy happens at
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -18,6 +19,7 @@ from server.config import ServerConfig
 from server.engine import running_engine
 from server.errors import BadConfig, SessionError
 from server.limits import StreamSlots
+from server.memory import trim_every
 from server.metrics import Metrics
 from server.transport import Resources, log, resources
 
@@ -53,10 +55,17 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             config.dtype,
             config.policy,
         )
+        trimmer = (
+            asyncio.get_running_loop().create_task(trim_every(config.malloc_trim_s))
+            if config.malloc_trim_s > 0
+            else None
+        )
         try:
             yield
         finally:
             await slots.drain(config.shutdown_grace_s)
+            if trimmer is not None:
+                trimmer.cancel()
 
 
 def _add_probes(app: FastAPI) -> None:

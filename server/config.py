@@ -65,6 +65,9 @@ class ServerConfig:
     # a WebSocket client that leaves results unread this long, with more than the 64 KiB
     # the server buffers per connection waiting, is dropped (close 1008, slow_reader)
     send_timeout_s: float = 10.0
+    # seconds between handing freed heap memory back to the system (glibc's malloc_trim;
+    # server/memory.py); 0 leaves it with the allocator, whose resident size then creeps up
+    malloc_trim_s: float = 10.0
     shutdown_grace_s: float = 10.0  # on shutdown, how long streams in flight may finish
     auth_tokens: frozenset[str] = field(default_factory=frozenset)  # bearer tokens; none = open
     log_level: str = "info"  # uvicorn log level
@@ -96,6 +99,7 @@ class ServerConfig:
         _check(self.torch_threads >= 0, f"torch_threads must be >= 0, got {self.torch_threads}")
         _check(self.max_delay_ms >= 0, f"max_delay_ms must be >= 0, got {self.max_delay_ms}")
         _check(self.shutdown_grace_s >= 0, "shutdown_grace_s must be >= 0")
+        _check(self.malloc_trim_s >= 0, f"malloc_trim_s must be >= 0, got {self.malloc_trim_s}")
 
     @property
     def dispatch(self) -> DispatchConfig:
