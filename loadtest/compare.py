@@ -40,7 +40,10 @@ def compare(
             with url as ws_url:
                 swept = asyncio.run(sweep(load, replace(client, url=ws_url), utterances, stop_over))
             runs[name] = write_report(out / name, swept, {**meta, "run": name, "url": ws_url})
-            levels[name] = [details(level) for level in swept]
+            # the levels' summaries; every utterance is in the run's own details.json
+            levels[name] = [
+                {k: v for k, v in details(level).items() if k != "utterances"} for level in swept
+            ]
     except (LaunchError, ValueError) as e:
         print(f"harken loadtest: {e}", file=sys.stderr)
         return 2
