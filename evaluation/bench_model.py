@@ -443,7 +443,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for name in args.variants:
         if name not in VARIANTS:
             raise SystemExit(f"unknown variant {name!r}; choose from {', '.join(VARIANTS)}")
-    load_before = _load()
+    load_before = load_average()
     rates = machine_rates(device, sorted(set(precisions) | {"fp32"}))
     rows = bench_grid(args, device)
     add_floor(rows, rates, device)
@@ -459,7 +459,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _load() -> str:
+def load_average() -> str:
+    """The 1/5/15-minute load average, to say what else ran beside a benchmark."""
     try:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:
@@ -481,13 +482,13 @@ def _meta(
     cuda = device.type == "cuda"
     return {
         "device": device.type,
-        "device_name": torch.cuda.get_device_name(device) if cuda else _cpu_name(),
+        "device_name": torch.cuda.get_device_name(device) if cuda else cpu_name(),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "clock": "thread CPU time" if not cuda and torch.get_num_threads() == 1 else "wall clock",
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "load_before": load_before,
-        "load_after": _load(),
+        "load_after": load_average(),
         "precisions": args.precisions,
         "variants": variants,
         "remarks": args.remark,
@@ -495,7 +496,7 @@ def _meta(
     }
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

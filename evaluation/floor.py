@@ -112,7 +112,7 @@ def run(args: argparse.Namespace, precisions: list[str]) -> dict[str, Any]:
     """Every measurement of the module docstring, as floor.json holds them."""
     if not args.bundle.is_dir():
         raise ValueError(f"--bundle {args.bundle} is not a bundle directory")
-    load_before = _load()
+    load_before = bench.load_average()
     models = {p: load_bundle(args.bundle, "cpu", DTYPES[p]) for p in precisions}
     config = models[precisions[0]].config
     chunks = {ms: chunk_frames(config, ms) for ms in args.chunk_ms}
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace, precisions: list[str]) -> dict[str, Any]:
         "peak_gflops": _peak(precisions),
         "steps": _step_grid(models, chunks, args),
         "runner": _runner_grid(args.bundle, server_dtype, chunks, args),
-        "load_after": _load(),
+        "load_after": bench.load_average(),
     }
 
 
@@ -302,7 +302,7 @@ def _meta(
         "model": bench.describe(config),
         "config": dataclasses.replace(config, alphabet=()).to_dict(),
         "parameters": model.num_parameters(),
-        "cpu": bench._cpu_name(),
+        "cpu": bench.cpu_name(),
         "cores": os.cpu_count() or 1,
         "cpu_flags": sorted(cpu_flags() & {"avx2", "avx512f", *BF16_FLAGS}),
         "torch": torch.__version__,
@@ -311,13 +311,6 @@ def _meta(
         "server_dtype_why": why,
         "load_before": load_before,
     }
-
-
-def _load() -> str:
-    try:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "n/a"
 
 
 # -- report -------------------------------------------------------------------------------
