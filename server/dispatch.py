@@ -264,10 +264,10 @@ class BatchDispatcher(Generic[C, R]):
     async def _run(self, batch: _Batch[C, R]) -> None:
         loop = asyncio.get_running_loop()
         start = loop.time()
-        for request in batch.requests:
-            self.observer.queued(start - request.enqueued)
-        mean_wait = sum(start - r.enqueued for r in batch.requests) / len(batch.requests)
-        self._wait_s += WAIT_SMOOTHING * (mean_wait - self._wait_s)
+        waits = [start - request.enqueued for request in batch.requests]
+        for wait in waits:
+            self.observer.queued(wait)
+        self._wait_s += WAIT_SMOOTHING * (sum(waits) / len(waits) - self._wait_s)
         self._current = batch
         try:
             results = await self.runner.run([r.work for r in batch.requests])

@@ -310,10 +310,17 @@ class Session:
     def _queue_advance(self) -> None:
         """Queue the undecoded log-probs on the stream's decoder worker without waiting for
         it, so decoding overlaps the stream's next model step."""
-        if self._undecoded:
-            log_probs, self._undecoded = np.concatenate(self._undecoded), []
+        log_probs = self._take_undecoded()
+        if log_probs is not None:
             advance = self._require_decoder().advance
             self._decoding.append(self.engine.pool.submit(self.stream, advance, log_probs))
+
+    def _take_undecoded(self) -> F32 | None:
+        """The stepped log-probs the decoder has not had yet, as one array (None: none)."""
+        if not self._undecoded:
+            return None
+        log_probs, self._undecoded = np.concatenate(self._undecoded), []
+        return log_probs
 
     # -- decoding -----------------------------------------------------------------------
 
@@ -337,9 +344,8 @@ class Session:
         return result
 
     async def _partial(self) -> Partial | None:
-        decoder = self._require_decoder()
-        if self._undecoded:
-            log_probs, self._undecoded = np.concatenate(self._undecoded), []
+        decoder, log_probs = self._require_decoder(), self._take_undecoded()
+        if log_probs is not None:
             hyp = await self._decode(functools.partial(advance_and_partial, decoder, log_probs))
         else:
             hyp = await self._decode(decoder.partial)
