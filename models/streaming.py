@@ -207,10 +207,16 @@ def step(model: DS2, feats: Tensor, state: StreamState) -> tuple[Tensor, StreamS
 
 
 def flush(
-    model: DS2, state: StreamState, tail: Tensor | None = None, tail_lengths: Tensor | None = None
+    model: DS2,
+    state: StreamState,
+    tail: Tensor | None = None,
+    tail_lengths: Tensor | None = None,
+    frames_multiple: int = 1,
 ) -> tuple[Tensor, StreamState]:
     """End the streams: feed their last frames `tail` [B, t, F] (any t; `tail_lengths` [B]
     when they differ), then zero-pad every layer as `forward` does and emit what remains.
+    The padded input is rounded up to `frames_multiple` frames (more zeros change nothing;
+    fewer input lengths mean fewer kernel shapes for a server to compile and cache).
     Returns log_probs [B, T', V]; `state.valid` marks each stream's real rows."""
     B, s, dev = state.batch, model.config.time_stride, state.frames_in.device
     n_bins = model.config.features.n_bins
@@ -225,6 +231,8 @@ def flush(
     n_out = model.output_lengths(total)
     needed = int((n_out - plan(model).row_first - state.emitted).clamp_min(0).max())
     z = max(s * needed, -(-t // s) * s)
+    multiple = s * -(-frames_multiple // s)  # a multiple of the stride too
+    z = -(-z // multiple) * multiple
     x = torch.zeros(B, z, n_bins, device=dev, dtype=state.row.dtype)
     if t:
         keep = (torch.arange(t, device=dev)[None, :] < lengths[:, None])[:, :, None]

@@ -42,12 +42,20 @@ async def running_engine(
         dtype,
         config.speaker_adaptation,
     )
-    await asyncio.to_thread(runner.warmup)
+    model = runner.model.config
+    chunk_frames = frames(model, config.chunk_ms)
+    load_chunk_frames = frames(model, min(config.load_chunk_ms, config.max_chunk_ms))
+    # every batch size Batch Dispatch can make at the live chunk lengths, and the small ones
+    # at the backlog lengths (sessions step a backlog in the chunk times a power of two),
+    # compiled before the first request
+    live = (chunk_frames, max(chunk_frames, load_chunk_frames))
+    most = frames(model, config.max_chunk_ms)
+    backlog = [chunk_frames << k for k in range(8) if chunk_frames << k <= most]
+    await asyncio.to_thread(runner.warmup, live, config.max_batch, backlog)
     dispatcher: BatchDispatcher[Chunk, F32] = BatchDispatcher(runner, config.dispatch, observer)
     processes: list[DecoderProcess] = []
     pool: DecoderPool | None = None
     try:
-        model = runner.model.config
         if config.decoder == "beam":
             # compile (or load) the beam search's kernels here once, so the decoder processes
             # load them from numba's cache instead of each compiling them at the same time
@@ -71,12 +79,13 @@ async def running_engine(
             dispatcher=dispatcher,
             pool=pool,
             features=model.features,
-            chunk_frames=frames(model, config.chunk_ms),
+            chunk_frames=chunk_frames,
             max_chunk_frames=frames(model, config.max_chunk_ms),
-            load_chunk_frames=frames(model, min(config.load_chunk_ms, config.max_chunk_ms)),
+            load_chunk_frames=load_chunk_frames,
             load_wait_s=config.load_wait_ms / 1000,
             max_samples=int(config.max_stream_s * model.features.sample_rate),
             frame_seconds=model.frame_seconds,
+            model_states=lambda: runner.streams,
         )
     finally:
         await dispatcher.stop()

@@ -48,14 +48,20 @@ class Metrics:
             registry=reg,
         )
         self.active_streams = Gauge("harken_active_streams", "streams open now", registry=reg)
+        self.model_states = Gauge(
+            "harken_model_states",
+            "streams whose recurrent state the model holds (more than active ones: a leak)",
+            registry=reg,
+        )
         self.errors = Counter("harken_errors", "errors sent to clients", ["kind"], registry=reg)
         self.failed_batches = Counter(
             "harken_failed_batches", "model steps that raised", registry=reg
         )
         self.streams = Counter("harken_streams", "streams finished", ["endpoint"], registry=reg)
 
-    def track_active(self, count: Callable[[], int]) -> None:
+    def track_active(self, count: Callable[[], int], model_states: Callable[[], int]) -> None:
         self.active_streams.set_function(lambda: float(count()))
+        self.model_states.set_function(lambda: float(model_states()))
 
     # DispatchObserver
     def queued(self, seconds: float) -> None:

@@ -79,6 +79,7 @@ class Engine:
     frame_seconds: float  # seconds per model output frame (hop x time stride)
     load_chunk_frames: int = 0  # frames per live step while the model lags; 0: chunk_frames
     load_wait_s: float = 0.0  # the lag (mean queue wait) past which load_chunk_frames apply
+    model_states: Callable[[], int] = lambda: 0  # streams whose recurrent state the model holds
 
     def step_frames(self) -> int:
         """Frames a live stream sends per step now: bigger chunks while the model lags, so
@@ -277,10 +278,13 @@ class Session:
 
     async def _run_full_chunks(self, finals: list[Update] | None) -> bool:
         """Send whole chunks, a backlog in steps of up to `max_chunk_frames`; with a list
-        for `finals`, end a segment where an endpoint is reached and add its Final."""
+        for `finals`, end a segment where an endpoint is reached and add its Final.
+        A backlog step is the chunk times a power of two: few step lengths, so few kernel
+        shapes for the model to compile and cache (server/runner.py)."""
         chunk, stepped = self.engine.step_frames(), False
         while len(self._frames) >= chunk:
-            n = min(len(self._frames) // chunk * chunk, self.engine.max_chunk_frames)
+            n = chunk << ((len(self._frames) // chunk).bit_length() - 1)
+            n = min(n, max(chunk, self.engine.max_chunk_frames // chunk * chunk))
             frames, self._frames = self._frames[:n], self._frames[n:]
             await self._step(frames, last=False)
             stepped = True

@@ -53,6 +53,7 @@ def test_probes_and_metrics(server: Running) -> None:
         "harken_step_seconds",
         "harken_queue_wait_seconds",
         "harken_active_streams",
+        "harken_model_states",
     ):
         assert name in body
 

@@ -15,7 +15,7 @@ from models.ds2 import DS2
 from models.features import featurize
 from models.warp import adapted_forward
 from server.dispatch import BatchDispatcher, Work
-from server.runner import Chunk, ModelRunner
+from server.runner import Chunk, ModelRunner, padded_rows
 
 F32 = npt.NDArray[np.float32]
 
@@ -47,11 +47,12 @@ def test_interleaved_streams_through_the_dispatcher_equal_whole_utterances(
     runner = ModelRunner.from_bundle(str(bundle))
     model = load_bundle(bundle)
     stride = model.config.time_stride
+    # six streams (rows are padded past four) that end at different times
     feats = [
         featurize(_utterance(s, secs), model.config.features)
-        for s, secs in [(0, 1.3), (1, 0.71), (2, 2.0)]
+        for s, secs in [(0, 1.3), (1, 0.71), (2, 2.0), (3, 1.1), (4, 0.5), (5, 1.7)]
     ]
-    sizes = [8, 4, 16]  # different chunkings: steps are grouped by length inside a batch
+    sizes = [8, 4, 16, 8, 8, 8]  # different chunkings: steps are grouped by length in a batch
 
     async def stream(d: BatchDispatcher[Chunk, F32], f: F32, size: int) -> F32:
         sid = d.open_stream()
@@ -123,3 +124,18 @@ def test_speaker_adaptation_can_be_switched_off(tiny_bundle: Path, warped_bundle
         runner.close()
     np.testing.assert_allclose(outs["off"], _whole(model, feats), atol=1e-4)
     assert not np.allclose(outs["on"], outs["off"], atol=1e-4)
+
+
+def test_batches_run_at_few_sizes_and_warm_up_compiles_them_all(tiny_bundle: Path) -> None:
+    # each size is a kernel shape the CPU libraries compile and cache with a copy of the
+    # weights, so the sizes a server can make must be few
+    sizes = {padded_rows(n) for n in range(1, 65)}
+    assert all(padded_rows(n) >= n for n in range(1, 65)) and len(sizes) <= 20
+    runner = ModelRunner.from_bundle(str(tiny_bundle))
+    runner.warmup(lengths=(8, 16), max_streams=6)
+    assert runner.streams == 0  # warm-up leaves no state behind
+    out = asyncio.run(
+        runner.run([Work(1, Chunk(np.zeros((8, runner.model.config.features.n_bins), np.float32)))])
+    )
+    assert out[0].shape[1] == runner.model.config.vocab_size
+    runner.close()
