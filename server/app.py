@@ -46,7 +46,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     metrics = Metrics(config.max_batch)
     async with running_engine(config, metrics) as engine:
         slots = StreamSlots(config.max_streams)
-        metrics.track_active(lambda: slots.in_use, engine.model_states)
+        metrics.track_active(lambda: slots.in_use, engine.model_states, engine.step_shapes)
         app.state.resources = Resources(config, engine, slots, metrics)
         log.info(
             "harken ready: %s on %s/%s, %s dispatch",

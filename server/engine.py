@@ -86,6 +86,7 @@ async def running_engine(
             max_samples=int(config.max_stream_s * model.features.sample_rate),
             frame_seconds=model.frame_seconds,
             model_states=lambda: runner.streams,
+            step_shapes=lambda: runner.shapes,
         )
     finally:
         await dispatcher.stop()

@@ -53,15 +53,26 @@ class Metrics:
             "streams whose recurrent state the model holds (more than active ones: a leak)",
             registry=reg,
         )
+        self.step_shapes = Gauge(
+            "harken_step_shapes",
+            "distinct batch shapes the model has stepped (each a compiled kernel and its memory)",
+            registry=reg,
+        )
         self.errors = Counter("harken_errors", "errors sent to clients", ["kind"], registry=reg)
         self.failed_batches = Counter(
             "harken_failed_batches", "model steps that raised", registry=reg
         )
         self.streams = Counter("harken_streams", "streams finished", ["endpoint"], registry=reg)
 
-    def track_active(self, count: Callable[[], int], model_states: Callable[[], int]) -> None:
+    def track_active(
+        self,
+        count: Callable[[], int],
+        model_states: Callable[[], int],
+        step_shapes: Callable[[], int],
+    ) -> None:
         self.active_streams.set_function(lambda: float(count()))
         self.model_states.set_function(lambda: float(model_states()))
+        self.step_shapes.set_function(lambda: float(step_shapes()))
 
     # DispatchObserver
     def queued(self, seconds: float) -> None:

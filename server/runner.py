@@ -16,8 +16,9 @@ for one 384 x 1152 bf16 Linear; 2.4 MiB per step shape for the default model, me
 a shape per batch size and backlog length, the server's memory grew for the whole of a soak
 as new shapes came up, and each new one cost its first step the compile. So batches are
 padded with idle rows to a few sizes (`padded_rows`), last steps to a multiple of
-FLUSH_FRAMES, sessions send backlogs in power-of-two multiples of their chunk, and `warmup`
-compiles the live shapes before the server takes requests.
+FLUSH_FRAMES, sessions send backlogs in power-of-two multiples of their chunk, long steps take
+a few streams at a time, and `warmup` compiles all of these shapes before the server takes
+requests.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ F32 = npt.NDArray[np.float32]
 
 EXACT_ROWS = 8  # batches of up to this many rows run at their own size
 FLUSH_FRAMES = 16  # a stream's last step is padded to a multiple of this many frames
+LONG_STEP_FRAMES = 64  # steps of this many frames or more (backlogs, files) ...
+LONG_STEP_STREAMS = 8  # ... take at most this many streams at a time
 
 
 def padded_rows(rows: int) -> int:
@@ -101,6 +104,7 @@ class ModelRunner:
         self.device = next(model.parameters()).device
         self._streams: dict[int, _Stream] = {}
         self._idle = init_state(model, 1)  # the state of a padding row (never updated)
+        self._shapes: set[tuple[int, int]] = set()  # (rows, output frames) of steps run
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
 
     @classmethod
@@ -119,6 +123,12 @@ class ModelRunner:
     def streams(self) -> int:
         """Streams whose state the runner holds."""
         return len(self._streams)
+
+    @property
+    def shapes(self) -> int:
+        """Distinct step shapes run so far: each costs a compile and a weight-sized buffer,
+        so after start-up this should hardly grow."""
+        return len(self._shapes)
 
     async def run(self, batch: Sequence[Work[Chunk]]) -> list[F32]:
         """Per item, log-probs [t, V] float32 of the output frames that became final."""
@@ -145,9 +155,14 @@ class ModelRunner:
         groups = dict(sorted(groups.items(), key=lambda group: group[0] is not None))
         with torch.inference_mode():
             for length, items in groups.items():
-                chosen = [batch[i] for i in items]
-                results = self._flush(chosen) if length is None else self._step(chosen)
-                out.update(zip(items, results, strict=True))
+                # backlog steps go at most LONG_STEP_STREAMS streams at a time: the sizes
+                # warm-up compiled for them (and a long step is efficient at a few rows)
+                size = LONG_STEP_STREAMS if (length or 0) >= LONG_STEP_FRAMES else len(items)
+                for start in range(0, len(items), size):
+                    part = items[start : start + size]
+                    chosen = [batch[i] for i in part]
+                    results = self._flush(chosen) if length is None else self._step(chosen)
+                    out.update(zip(part, results, strict=True))
         return [out[i] for i in range(len(batch))]
 
     def warmup(
@@ -156,18 +171,23 @@ class ModelRunner:
         """Throwaway steps, so that no real request pays for lazy init or for compiling a
         kernel: one flush, then a step of each padded batch size up to `max_streams` streams
         (times the warp candidates a new stream has) for each chunk length in `lengths`, and
-        of the exact sizes (up to EXACT_ROWS) for each length in `backlog`."""
+        up to LONG_STEP_STREAMS streams for each length in `backlog`."""
         stride, n_bins = self.model.config.time_stride, self.model.config.features.n_bins
         feats = np.zeros((4 * stride, n_bins), np.float32)
         self.run_sync([Work(-1, Chunk(feats), last=True)])
-        rows = max_streams * max(len(self.model.config.warp_factors), 1)
-        sizes = sorted({padded_rows(n) for n in range(1, rows + 1)})
-        shapes = [(n, t) for t in sorted(set(lengths)) for n in sizes]
-        shapes += [(n, t) for t in sorted(set(backlog) - set(lengths)) for n in sizes[:EXACT_ROWS]]
+        candidates = max(len(self.model.config.warp_factors), 1)
+
+        def sizes(streams: int) -> list[int]:
+            return sorted({padded_rows(n) for n in range(1, streams * candidates + 1)})
+
+        shapes = [(n, t) for t in sorted(set(lengths)) for n in sizes(max_streams)]
+        long = sorted(set(backlog) - set(lengths))
+        shapes += [(n, t) for t in long for n in sizes(min(max_streams, LONG_STEP_STREAMS))]
         with torch.inference_mode():
             for n, t in shapes:
                 x = torch.zeros(n, t, n_bins, device=self.device)
-                step(self.model, x, stack_states([self._idle] * n))
+                log_probs, _ = step(self.model, x, stack_states([self._idle] * n))
+                self._shapes.add((log_probs.shape[0], log_probs.shape[1]))
 
     def _check(self, batch: list[Work[Chunk]]) -> None:
         n_bins, stride = self.model.config.features.n_bins, self.model.config.time_stride
@@ -237,6 +257,7 @@ class ModelRunner:
         padded = rows + self._padding(rows, len(rows[0].feats))
         states = stack_states([r.state for r in padded])
         log_probs, new = step(self.model, torch.stack([r.feats for r in padded]), states)
+        self._shapes.add((log_probs.shape[0], log_probs.shape[1]))
         fresh = unstack_states(new)[: len(rows)]
         for i, (work, held) in enumerate(zip(batch, streams, strict=True)):
             held.states = [s for r, s in zip(rows, fresh, strict=True) if r.item == i]
@@ -259,6 +280,7 @@ class ModelRunner:
             torch.tensor(lengths, dtype=torch.long, device=self.device),
             frames_multiple=FLUSH_FRAMES,
         )
+        self._shapes.add((log_probs.shape[0], log_probs.shape[1]))
         for work in batch:
             self._streams.pop(work.stream, None)
         return self._merge(streams, rows, split_valid(log_probs, new)[: len(rows)])

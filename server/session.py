@@ -80,6 +80,7 @@ class Engine:
     load_chunk_frames: int = 0  # frames per live step while the model lags; 0: chunk_frames
     load_wait_s: float = 0.0  # the lag (mean queue wait) past which load_chunk_frames apply
     model_states: Callable[[], int] = lambda: 0  # streams whose recurrent state the model holds
+    step_shapes: Callable[[], int] = lambda: 0  # distinct (rows, frames) shapes stepped so far
 
     def step_frames(self) -> int:
         """Frames a live stream sends per step now: bigger chunks while the model lags, so

@@ -54,6 +54,7 @@ def test_probes_and_metrics(server: Running) -> None:
         "harken_queue_wait_seconds",
         "harken_active_streams",
         "harken_model_states",
+        "harken_step_shapes",
     ):
         assert name in body
 

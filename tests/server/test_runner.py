@@ -15,7 +15,7 @@ from models.ds2 import DS2
 from models.features import featurize
 from models.warp import adapted_forward
 from server.dispatch import BatchDispatcher, Work
-from server.runner import Chunk, ModelRunner, padded_rows
+from server.runner import LONG_STEP_FRAMES, LONG_STEP_STREAMS, Chunk, ModelRunner, padded_rows
 
 F32 = npt.NDArray[np.float32]
 
@@ -134,8 +134,27 @@ def test_batches_run_at_few_sizes_and_warm_up_compiles_them_all(tiny_bundle: Pat
     runner = ModelRunner.from_bundle(str(tiny_bundle))
     runner.warmup(lengths=(8, 16), max_streams=6)
     assert runner.streams == 0  # warm-up leaves no state behind
+    warmed = runner.shapes
+    assert warmed >= 2 * len({padded_rows(n) for n in range(1, 7)})
     out = asyncio.run(
         runner.run([Work(1, Chunk(np.zeros((8, runner.model.config.features.n_bins), np.float32)))])
     )
     assert out[0].shape[1] == runner.model.config.vocab_size
+    assert runner.shapes == warmed  # a live step of a warmed shape compiles nothing new
+    runner.close()
+
+
+def test_a_batch_of_many_long_steps_runs_in_parts_and_equals_whole_utterances(
+    tiny_bundle: Path,
+) -> None:
+    runner = ModelRunner.from_bundle(str(tiny_bundle))
+    model = load_bundle(tiny_bundle)
+    n = LONG_STEP_STREAMS + 3  # one batch, more backlogs than a long step takes
+    feats = [featurize(_utterance(s, 1.0), model.config.features) for s in range(n)]
+    long = [Work(s, Chunk(f[:LONG_STEP_FRAMES])) for s, f in enumerate(feats)]
+    tails = [Work(s, Chunk(f[LONG_STEP_FRAMES:]), last=True) for s, f in enumerate(feats)]
+    heads, ends = asyncio.run(runner.run(long)), asyncio.run(runner.run(tails))
+    for f, head, end in zip(feats, heads, ends, strict=True):
+        np.testing.assert_allclose(np.concatenate([head, end]), _whole(model, f), atol=1e-4)
+    assert runner.streams == 0
     runner.close()
