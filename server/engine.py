@@ -21,7 +21,7 @@ from server.decoding import Decoder, DecoderPool, build_decoder
 from server.dispatch import BatchDispatcher, DispatchObserver
 from server.precision import resolve_dtype
 from server.runner import F32, Chunk, ModelRunner
-from server.session import Engine
+from server.session import Engine, backlog_steps
 
 log = logging.getLogger("harken.server")
 
@@ -45,12 +45,11 @@ async def running_engine(
     model = runner.model.config
     chunk_frames = frames(model, config.chunk_ms)
     load_chunk_frames = frames(model, min(config.load_chunk_ms, config.max_chunk_ms))
-    # every batch size Batch Dispatch can make at the live chunk lengths, and the small ones
-    # at the backlog lengths (sessions step a backlog in the chunk times a power of two),
-    # compiled before the first request
+    # every batch size Batch Dispatch can make at the live chunk lengths, and the long-step
+    # sizes at every length a session steps a backlog in, compiled before the first request
     live = (chunk_frames, max(chunk_frames, load_chunk_frames))
-    most = frames(model, config.max_chunk_ms)
-    backlog = [chunk_frames << k for k in range(8) if chunk_frames << k <= most]
+    max_chunk_frames = frames(model, config.max_chunk_ms)
+    backlog = sorted(set().union(*(backlog_steps(c, max_chunk_frames) for c in live)))
     await asyncio.to_thread(runner.warmup, live, config.max_batch, backlog)
     dispatcher: BatchDispatcher[Chunk, F32] = BatchDispatcher(runner, config.dispatch, observer)
     processes: list[DecoderProcess] = []
@@ -80,7 +79,7 @@ async def running_engine(
             pool=pool,
             features=model.features,
             chunk_frames=chunk_frames,
-            max_chunk_frames=frames(model, config.max_chunk_ms),
+            max_chunk_frames=max_chunk_frames,
             load_chunk_frames=load_chunk_frames,
             load_wait_s=config.load_wait_ms / 1000,
             max_samples=int(config.max_stream_s * model.features.sample_rate),

@@ -90,6 +90,19 @@ class Engine:
         return max(self.load_chunk_frames, self.chunk_frames) if lagging else self.chunk_frames
 
 
+def backlog_step(waiting: int, chunk: int, most: int) -> int:
+    """Frames of the next step when `waiting` frames (at least `chunk`) are there: the chunk
+    times the largest power of two that fits, at most `most` rounded down to the chunk. Few
+    step lengths mean few kernel shapes for the model to compile and cache (server/runner.py)."""
+    n = chunk << ((waiting // chunk).bit_length() - 1)
+    return min(n, max(chunk, most // chunk * chunk))
+
+
+def backlog_steps(chunk: int, most: int) -> set[int]:
+    """Every length `backlog_step` gives for this chunk and limit (for warm-up)."""
+    return {backlog_step(n, chunk, most) for n in range(chunk, 2 * most + chunk, chunk)}
+
+
 @dataclass
 class _Timing:
     busy: float = 0.0  # seconds spent waiting for the model and decoder
@@ -280,12 +293,10 @@ class Session:
     async def _run_full_chunks(self, finals: list[Update] | None) -> bool:
         """Send whole chunks, a backlog in steps of up to `max_chunk_frames`; with a list
         for `finals`, end a segment where an endpoint is reached and add its Final.
-        A backlog step is the chunk times a power of two: few step lengths, so few kernel
-        shapes for the model to compile and cache (server/runner.py)."""
+        A backlog steps in `backlog_step`s."""
         chunk, stepped = self.engine.step_frames(), False
         while len(self._frames) >= chunk:
-            n = chunk << ((len(self._frames) // chunk).bit_length() - 1)
-            n = min(n, max(chunk, self.engine.max_chunk_frames // chunk * chunk))
+            n = backlog_step(len(self._frames), chunk, self.engine.max_chunk_frames)
             frames, self._frames = self._frames[:n], self._frames[n:]
             await self._step(frames, last=False)
             stepped = True
