@@ -139,9 +139,11 @@ def _mask(first: int, emitted: Tensor, t: int, n_out: Tensor | None) -> Tensor:
 
 @torch.no_grad()
 def _advance(
-    model: DS2, x: Tensor, state: StreamState, n_out: Tensor | None
+    model: DS2, x: Tensor, state: StreamState, n_out: Tensor | None, trim: bool = True
 ) -> tuple[Tensor, StreamState]:
-    """Run normalised, zero-padded frames x [B, T, F] (T a multiple of the stride)."""
+    """Run normalised, zero-padded frames x [B, T, F] (T a multiple of the stride).
+    `trim=False` runs the recurrence over every position, needed or not (held states), so
+    that its kernels see only the shapes that x has."""
     pl, B = plan(model), x.shape[0]
     t_out = x.shape[1] // model.config.time_stride
     if t_out == 0:
@@ -158,7 +160,7 @@ def _advance(
     # look-ahead, zero-padded): their recurrent outputs are zeroed and states held, so
     # the step-by-step recurrence stops at the last position any stream still needs.
     live = torch.nonzero(mask.any(dim=0)).flatten()
-    used = int(live[-1]) + 1 if len(live) else 0
+    used = (int(live[-1]) + 1 if len(live) else 0) if trim else t_out
     h, mask_used = h[:, :used], mask[:, :used]
     for rnn, h0 in zip(model.rnn_stack, state.hidden, strict=True):
         h, h_last = rnn.scan(rnn.project(h, None), h0, mask_used)
@@ -230,16 +232,37 @@ def flush(
     total = state.frames_in + lengths
     n_out = model.output_lengths(total)
     needed = int((n_out - plan(model).row_first - state.emitted).clamp_min(0).max())
-    z = max(s * needed, -(-t // s) * s)
-    multiple = s * -(-frames_multiple // s)  # a multiple of the stride too
-    z = -(-z // multiple) * multiple
+    z = _padded_frames(s * needed, t, s, frames_multiple)
     x = torch.zeros(B, z, n_bins, device=dev, dtype=state.row.dtype)
     if t:
         keep = (torch.arange(t, device=dev)[None, :] < lengths[:, None])[:, :, None]
         x[:, :t] = model.normalize(tail.to(x.dtype)) * keep.to(x.dtype)
-    log_probs, new = _advance(model, x, state, n_out)
+    # with a frames_multiple, every layer runs at the padded length: a flush then uses the
+    # kernel shapes of a step of z frames (a few held recurrent steps more, no new shape)
+    log_probs, new = _advance(model, x, state, n_out, trim=frames_multiple == 1)
     new.frames_in = total
     return log_probs, new
+
+
+def _padded_frames(needed: int, t: int, stride: int, frames_multiple: int) -> int:
+    """Input frames of a flush that needs `needed` frames and has a tail of `t`."""
+    z = max(needed, -(-t // stride) * stride)
+    multiple = stride * -(-frames_multiple // stride)  # a multiple of the stride too
+    return -(-z // multiple) * multiple
+
+
+def flush_lengths(model: DS2, max_tail: int, frames_multiple: int) -> list[int]:
+    """Every input length `flush` can run at for tails of 0 to `max_tail` frames (for a
+    server's warm-up). A state that only `step` advanced has fed a multiple of the stride
+    and emitted one position per stride of it, so what a flush needs depends on the tail
+    alone: its outputs plus the look-ahead still owed."""
+    s, owed = model.config.time_stride, -plan(model).row_first
+    return sorted(
+        {
+            _padded_frames(s * (-(-t // s) + owed), t, s, frames_multiple)
+            for t in range(max_tail + 1)
+        }
+    )
 
 
 def state_nbytes(state: StreamState) -> int:

@@ -28,6 +28,8 @@
 #                                         # (scripts/net_mel_5x512.json) on all the data, bf16,
 #                                         # the cosine over BUDGET_S (4500 s) of training time;
 #                                         # re-running the same line resumes (runs/big)
+#   bash scripts/make_default.sh wide     # models/default widened to 3 x GRU 512 (the same
+#                                         # function at step 0), on real1's data (runs/wide)
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate` (RUN=runs/real1
 #                                         # B=runs/real1/candidate R=runs/real1/results builds
 #                                         # and measures a candidate without touching models/)
@@ -132,6 +134,14 @@ case "${1:-}" in
       --time-budget-s "${BUDGET_S:-4500}" --workers 1 --checkpoint-every 200 --dev-every 1000 \
       --strategy alternated --ema-decay 0.998
     ;;
+  wide)
+    # models/default grown to 3 x GRU 512 as the same function (training/grow.py), then
+    # trained on the real1 data; re-running the same line resumes (runs/wide)
+    DATA="--train data/corpus/train.jsonl ${KOKORO-data/kokoro/train.jsonl} data/asterisk/train.jsonl*8
+      --dev data/corpus/dev.jsonl" NET="${NET/--rnn-hidden 384/--rnn-hidden 512}" \
+      from_default runs/wide "${LR:-3e-4}" "${BUDGET_S:-5400}" 600 --model-config scripts/lifter.json \
+      --ema-decay 0.998 --precision "${PRECISION:-bf16}"
+    ;;
   finish)
     mkdir -p $B $R
     cp $RUN/bundle/model.safetensors $RUN/bundle/config.json $B/
@@ -167,6 +177,6 @@ case "${1:-}" in
       --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|real1|big|finish|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|real1|wide|big|finish|evaluate" >&2; exit 2
     ;;
 esac

@@ -50,7 +50,8 @@ async def running_engine(
     live = (chunk_frames, max(chunk_frames, load_chunk_frames))
     max_chunk_frames = frames(model, config.max_chunk_ms)
     backlog = sorted(set().union(*(backlog_steps(c, max_chunk_frames) for c in live)))
-    await asyncio.to_thread(runner.warmup, live, config.max_batch, backlog)
+    # a stream's last step holds less than a chunk
+    await asyncio.to_thread(runner.warmup, live, config.max_batch, backlog, max(live) - 1)
     dispatcher: BatchDispatcher[Chunk, F32] = BatchDispatcher(runner, config.dispatch, observer)
     processes: list[DecoderProcess] = []
     pool: DecoderPool | None = None

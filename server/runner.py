@@ -16,7 +16,7 @@ for one 384 x 1152 bf16 Linear; 2.4 MiB per step shape for the default model, me
 a shape per batch size and backlog length, the server's memory grew for the whole of a soak
 as new shapes came up, and each new one cost its first step the compile. So batches are
 padded with idle rows to a few sizes (`padded_rows`), last steps to a multiple of
-FLUSH_FRAMES, sessions send backlogs in power-of-two multiples of their chunk, long steps take
+FLUSH_FRAMES (and run every layer at that length), sessions send backlogs in power-of-two multiples of their chunk, long steps take
 a few streams at a time, and `warmup` compiles all of these shapes before the server takes
 requests.
 """
@@ -39,6 +39,7 @@ from models.ds2 import DS2
 from models.streaming import (
     StreamState,
     flush,
+    flush_lengths,
     init_state,
     split_valid,
     stack_states,
@@ -166,12 +167,18 @@ class ModelRunner:
         return [out[i] for i in range(len(batch))]
 
     def warmup(
-        self, lengths: Sequence[int] = (), max_streams: int = 1, backlog: Sequence[int] = ()
+        self,
+        lengths: Sequence[int] = (),
+        max_streams: int = 1,
+        backlog: Sequence[int] = (),
+        max_tail: int = -1,
     ) -> None:
         """Throwaway steps, so that no real request pays for lazy init or for compiling a
         kernel: one flush, then a step of each padded batch size up to `max_streams` streams
-        (times the warp candidates a new stream has) for each chunk length in `lengths`, and
-        up to LONG_STEP_STREAMS streams for each length in `backlog`."""
+        (times the warp candidates a new stream has) for each chunk length in `lengths` and
+        each length a flush of a tail of up to `max_tail` frames runs at (a flush at a length
+        uses a step's kernels), and up to LONG_STEP_STREAMS streams for each length in
+        `backlog`."""
         stride, n_bins = self.model.config.time_stride, self.model.config.features.n_bins
         feats = np.zeros((4 * stride, n_bins), np.float32)
         self.run_sync([Work(-1, Chunk(feats), last=True)])
@@ -180,8 +187,9 @@ class ModelRunner:
         def sizes(streams: int) -> list[int]:
             return sorted({padded_rows(n) for n in range(1, streams * candidates + 1)})
 
-        shapes = [(n, t) for t in sorted(set(lengths)) for n in sizes(max_streams)]
-        long = sorted(set(backlog) - set(lengths))
+        ends = flush_lengths(self.model, max_tail, FLUSH_FRAMES) if max_tail >= 0 else []
+        shapes = [(n, t) for t in sorted({*lengths, *ends}) for n in sizes(max_streams)]
+        long = sorted(set(backlog) - {*lengths, *ends})
         shapes += [(n, t) for t in long for n in sizes(min(max_streams, LONG_STEP_STREAMS))]
         with torch.inference_mode():
             for n, t in shapes:

@@ -49,6 +49,7 @@ from models.metrics import error_rates, greedy_decode
 from training.augment import TRAINING_AUGMENT
 from training.batching import STRATEGIES, BatchConfig, BatchSampler, padding_ratio
 from training.data import Batch, DataConfig, SpeechDataset, collate, load_audio
+from training.grow import widen
 from training.pause import PauseClock
 
 
@@ -273,7 +274,12 @@ class Trainer:
         folded = load_bundle(path, device=str(self.dist.device))
         mine, theirs = self.model.config, folded.config
         inference = {k: getattr(mine, k) for k in INFERENCE_ONLY}  # re-tuned after training
-        if dataclasses.replace(theirs, features=mine.features, **inference) != mine:
+        same = dataclasses.replace(theirs, features=mine.features, **inference)
+        grows = mine.rnn_hidden > theirs.rnn_hidden  # a wider copy (training/grow.py)
+        if (
+            dataclasses.replace(same, rnn_hidden=mine.rnn_hidden if grows else same.rnn_hidden)
+            != mine
+        ):
             m, t = mine.to_dict(), theirs.to_dict()
             skip = ("features", *INFERENCE_ONLY)
             diff = {k: (t.get(k), v) for k, v in m.items() if t.get(k) != v and k not in skip}
@@ -287,7 +293,12 @@ class Trainer:
             measure_normalization(folded, self.train_set, self.cfg.norm_utterances)
         limit = self.cfg.calibration_utterances
         feats = [torch.from_numpy(f) for f in clean_features(self.train_set, limit)]
-        self.model.load_state_dict(unfold_batchnorm(folded, feats).state_dict())
+        model = unfold_batchnorm(folded, feats)
+        if grows:
+            if self.dist.main:
+                print(f"widening {path}: rnn_hidden {theirs.rnn_hidden} -> {mine.rnn_hidden}")
+            model = widen(model, mine.rnn_hidden)
+        self.model.load_state_dict(model.state_dict())
 
     # -- training ----------------------------------------------------------------------------
 

@@ -17,9 +17,12 @@ def offline(model: DS2, feats: torch.Tensor) -> torch.Tensor:
     return out[0, : int(n[0])]
 
 
-def simulate_dispatch(model: DS2, utts: list[torch.Tensor], seed: int) -> list[torch.Tensor]:
+def simulate_dispatch(
+    model: DS2, utts: list[torch.Tensor], seed: int, frames_multiple: int = 1
+) -> list[torch.Tensor]:
     """Streams that start at random times and are grouped at random into batches, each batch
-    with one chunk size (as the server does); then flushed together with ragged tails."""
+    with one chunk size (as the server does); then flushed together with ragged tails, at
+    one of the lengths `flush_lengths` promises a server's warm-up."""
     rng = np.random.default_rng(seed)
     s = model.config.time_stride
     states = [S.init_state(model, 1) for _ in utts]
@@ -41,19 +44,25 @@ def simulate_dispatch(model: DS2, utts: list[torch.Tensor], seed: int) -> list[t
     tails = [u[p:] for u, p in zip(utts, pos, strict=True)]
     t = max(x.shape[0] for x in tails)
     tail = torch.stack([torch.nn.functional.pad(x, (0, 0, 0, t - x.shape[0])) for x in tails])
-    lp, st = S.flush(model, S.stack_states(states), tail, torch.tensor([x.shape[0] for x in tails]))
+    lengths = torch.tensor([x.shape[0] for x in tails])
+    lp, st = S.flush(model, S.stack_states(states), tail, lengths, frames_multiple)
+    assert lp.shape[1] * s in S.flush_lengths(model, t, frames_multiple)
     for i, rows in enumerate(S.split_valid(lp, st)):
         outs[i].append(rows)
     return [torch.cat(o) for o in outs]
 
 
+@pytest.mark.parametrize("frames_multiple", [1, 16])
 @pytest.mark.parametrize("seed", range(4))
-def test_streaming_equals_forward_for_random_batches(tiny_model: DS2, seed: int) -> None:
+def test_streaming_equals_forward_for_random_batches(
+    tiny_model: DS2, seed: int, frames_multiple: int
+) -> None:
     rng = np.random.default_rng(seed)
     batch = int(rng.integers(1, 9))
     f = tiny_model.config.features.n_bins
     utts = [torch.randn(int(rng.integers(0, 60)), f) * 2 for _ in range(batch)]
-    for got, u in zip(simulate_dispatch(tiny_model, utts, seed), utts, strict=True):
+    got_all = simulate_dispatch(tiny_model, utts, seed, frames_multiple)
+    for got, u in zip(got_all, utts, strict=True):
         ref = offline(tiny_model, u)
         assert got.shape == ref.shape
         torch.testing.assert_close(got, ref, atol=1e-4, rtol=0)

@@ -132,15 +132,27 @@ def test_batches_run_at_few_sizes_and_warm_up_compiles_them_all(tiny_bundle: Pat
     sizes = {padded_rows(n) for n in range(1, 65)}
     assert all(padded_rows(n) >= n for n in range(1, 65)) and len(sizes) <= 20
     runner = ModelRunner.from_bundle(str(tiny_bundle))
-    runner.warmup(lengths=(8, 16), max_streams=6)
+    runner.warmup(lengths=(8, 16), max_streams=6, max_tail=15)
     assert runner.streams == 0  # warm-up leaves no state behind
     warmed = runner.shapes
     assert warmed >= 2 * len({padded_rows(n) for n in range(1, 7)})
-    out = asyncio.run(
-        runner.run([Work(1, Chunk(np.zeros((8, runner.model.config.features.n_bins), np.float32)))])
-    )
+    n_bins = runner.model.config.features.n_bins
+    out = asyncio.run(runner.run([Work(1, Chunk(np.zeros((8, n_bins), np.float32)))]))
     assert out[0].shape[1] == runner.model.config.vocab_size
-    assert runner.shapes == warmed  # a live step of a warmed shape compiles nothing new
+    # live steps and streams ending together with tails of any length up to a chunk:
+    # all at warmed shapes, so nothing new is compiled
+    rng = np.random.default_rng(0)
+
+    def feats(frames: int) -> np.ndarray:
+        return rng.standard_normal((frames, n_bins)).astype(np.float32)
+
+    for round_ in range(6):
+        streams = range(10 * round_, 10 * round_ + int(rng.integers(1, 7)))
+        asyncio.run(runner.run([Work(s, Chunk(feats(8))) for s in streams]))
+        ends = [Work(s, Chunk(feats(int(rng.integers(0, 16)))), last=True) for s in streams]
+        asyncio.run(runner.run(ends))
+    assert runner.streams == 0
+    assert runner.shapes == warmed
     runner.close()
 
 

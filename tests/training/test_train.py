@@ -438,10 +438,36 @@ def test_fine_tuning_starts_from_the_bundle(tmp_path: Path) -> None:
     # the fine-tuned model is another model: its warp is tuned afresh, not inherited
     assert load_bundle(tmp_path / "tuned_bundle").config.warp_factors == ()
 
-    other = dataclasses.replace(MODEL, rnn_hidden=MODEL.rnn_hidden * 2)
-    wrong = Trainer(other, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "wrong")
-    with pytest.raises(BundleError, match="rnn_hidden"):
-        wrong.init_from_bundle(bundle)
+    deeper = dataclasses.replace(MODEL, rnn_layers=3)
+    narrower = dataclasses.replace(MODEL, rnn_hidden=MODEL.rnn_hidden // 2)
+    for other, field in ((deeper, "rnn_layers"), (narrower, "rnn_hidden")):
+        wrong = Trainer(other, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "wrong")
+        with pytest.raises(BundleError, match=field):
+            wrong.init_from_bundle(bundle)
+
+
+def test_fine_tuning_can_widen_the_bundle(tmp_path: Path) -> None:
+    """A run with more recurrent units starts from a narrower bundle as the same function,
+    trains, and exports a bundle of its own width."""
+    utts = make_corpus(tmp_path, 6)
+    cfg = train_config(epochs=100, max_steps=3, augment=False, checkpoint_every=100)
+    base = Trainer(MODEL, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "base")
+    base.fit()
+    bundle = export(base, tmp_path / "bundle", "train.jsonl")
+    wide = dataclasses.replace(MODEL, rnn_hidden=MODEL.rnn_hidden * 2)
+    tune_cfg = train_config(init_from=str(bundle), calibration_utterances=6, augment=False)
+    tuned = Trainer(wide, tune_cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "tuned")
+    tuned.init_from_bundle(bundle)
+    x = torch.from_numpy(np.random.default_rng(2).standard_normal((2, 40, 161)).astype(np.float32))
+    lengths = torch.tensor([40, 22])
+    with torch.no_grad():
+        want, _ = load_bundle(bundle)(x, lengths)
+        got, _ = tuned.model.eval()(x, lengths)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
+    tuned.fit()
+    out = load_bundle(export(tuned, tmp_path / "tuned_bundle", "train.jsonl"))
+    assert out.config.rnn_hidden == MODEL.rnn_hidden * 2
+    assert out.provenance["fine_tuned_from"] == str(bundle)
 
 
 def test_fine_tuning_can_switch_on_the_lifter(tmp_path: Path) -> None:

@@ -1,0 +1,90 @@
+"""Widening a trained network: the wider copy starts as the same function and then learns."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from models.ds2 import DS2, SequenceBatchNorm
+from tests.models.conftest import TINY_CONFIGS
+from training.grow import widen
+
+
+def trained_like(name: str) -> DS2:
+    """A tiny DS2 with non-trivial BatchNorm statistics, row convolution and biases, as a
+    trained network has them (fresh ones are too symmetric to catch a misplaced block)."""
+    torch.manual_seed(3)
+    model = DS2(TINY_CONFIGS[name])
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, SequenceBatchNorm):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.3, 0.3)
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+        model.row_conv.weight.uniform_(-0.5, 0.5)
+        model.output.bias.uniform_(-0.5, 0.5)
+        model.feat_mean.uniform_(-1, 1)
+    return model
+
+
+def inputs(bins: int) -> tuple[torch.Tensor, torch.Tensor]:
+    x = torch.randn(3, 37, bins, generator=torch.Generator().manual_seed(5))
+    return x, torch.tensor([37, 20, 9])
+
+
+@pytest.mark.parametrize("name", ["2d-gru", "1d-rnn"])
+@pytest.mark.parametrize("train", [False, True])
+def test_a_widened_network_computes_the_same_function(name: str, train: bool) -> None:
+    small = trained_like(name)
+    big = widen(small, small.config.rnn_hidden * 2 + 3)
+    assert big.config == dataclasses.replace(
+        small.config, rnn_hidden=small.config.rnn_hidden * 2 + 3
+    )
+    assert big.num_parameters() > small.num_parameters()
+    x, lengths = inputs(small.config.features.n_bins)
+    small.train(train)
+    big.train(train)
+    with torch.no_grad():
+        want, n_want = small(x, lengths)
+        got, n_got = big(x, lengths)
+    assert torch.equal(n_got, n_want)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+
+
+def test_the_new_units_learn() -> None:
+    """Every new weight gets a gradient within two steps, so the added width is not dead."""
+    small = trained_like("2d-gru")
+    big = widen(small, 24).train()
+    old = small.config.rnn_hidden
+    x, lengths = inputs(small.config.features.n_bins)
+    targets = torch.tensor([[3, 4, 5], [6, 7, 8], [9, 10, 11]])
+    opt = torch.optim.SGD(big.parameters(), lr=0.1)
+    before = {k: v.clone() for k, v in big.state_dict().items()}
+    for _ in range(2):
+        log_probs, n = big(x, lengths)
+        loss = F.ctc_loss(log_probs.transpose(0, 1), targets, n, torch.full((3,), 3))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    after = big.state_dict()
+    # weights out of the new units started at zero and moved
+    assert (after["output.weight"][:, old:] - before["output.weight"][:, old:]).abs().max() > 0
+    w = after["rnns.1.input_proj.weight"] - before["rnns.1.input_proj.weight"]
+    assert w[:, old:].abs().max() > 0
+    # weights into the new units moved too
+    w = after["rnns.0.input_proj.weight"] - before["rnns.0.input_proj.weight"]
+    assert w[old:24].abs().max() > 0
+
+
+def test_widening_refuses_what_it_cannot_preserve() -> None:
+    small = trained_like("2d-gru")
+    with pytest.raises(ValueError, match="shrink"):
+        widen(small, small.config.rnn_hidden - 1)
+    from models.bundle import fold_batchnorm
+
+    with pytest.raises(ValueError, match="unfold"):
+        widen(fold_batchnorm(small.eval()), 32)
