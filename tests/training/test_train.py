@@ -404,6 +404,16 @@ def test_two_gloo_replicas_stay_identical_and_match_one_process(
     assert_close(single, replicas[0], atol=1e-5)
 
 
+def assert_starts_as_bundle(tuned: Trainer, bundle: Path) -> None:
+    """The trainer's model, before any step, computes what the bundle computes."""
+    x = torch.from_numpy(np.random.default_rng(1).standard_normal((2, 40, 161)).astype(np.float32))
+    lengths = torch.tensor([40, 22])
+    with torch.no_grad():
+        want, _ = load_bundle(bundle)(x, lengths)
+        got, _ = tuned.model.eval()(x, lengths)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
+
+
 def test_fine_tuning_starts_from_the_bundle(tmp_path: Path) -> None:
     utts = make_corpus(tmp_path, 6)
     cfg = train_config(epochs=100, max_steps=4, augment=False, checkpoint_every=100)
@@ -420,12 +430,7 @@ def test_fine_tuning_starts_from_the_bundle(tmp_path: Path) -> None:
         tmp_path / "tuned",
     )
     tuned.init_from_bundle(bundle)
-    x = torch.from_numpy(np.random.default_rng(1).standard_normal((2, 40, 161)).astype(np.float32))
-    lengths = torch.tensor([40, 22])
-    with torch.no_grad():
-        want, _ = load_bundle(bundle)(x, lengths)
-        got, _ = tuned.model.eval()(x, lengths)
-    torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
+    assert_starts_as_bundle(tuned, bundle)
     tuned.fit()
     provenance = load_bundle(export(tuned, tmp_path / "tuned_bundle", "train.jsonl")).provenance
     assert provenance["fine_tuned_from"] == str(bundle)
@@ -458,12 +463,7 @@ def test_fine_tuning_can_widen_the_bundle(tmp_path: Path) -> None:
     tune_cfg = train_config(init_from=str(bundle), calibration_utterances=6, augment=False)
     tuned = Trainer(wide, tune_cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "tuned")
     tuned.init_from_bundle(bundle)
-    x = torch.from_numpy(np.random.default_rng(2).standard_normal((2, 40, 161)).astype(np.float32))
-    lengths = torch.tensor([40, 22])
-    with torch.no_grad():
-        want, _ = load_bundle(bundle)(x, lengths)
-        got, _ = tuned.model.eval()(x, lengths)
-    torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
+    assert_starts_as_bundle(tuned, bundle)
     tuned.fit()
     out = load_bundle(export(tuned, tmp_path / "tuned_bundle", "train.jsonl"))
     assert out.config.rnn_hidden == MODEL.rnn_hidden * 2
