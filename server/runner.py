@@ -16,9 +16,9 @@ for one 384 x 1152 bf16 Linear; 2.4 MiB per step shape for the default model, me
 a shape per batch size and backlog length, the server's memory grew for the whole of a soak
 as new shapes came up, and each new one cost its first step the compile. So batches are
 padded with idle rows to a few sizes (`padded_rows`), last steps to a multiple of
-FLUSH_FRAMES (and run every layer at that length), sessions send backlogs in power-of-two multiples of their chunk, long steps take
-a few streams at a time, and `warmup` compiles all of these shapes before the server takes
-requests.
+FLUSH_FRAMES (every layer then runs at that length, as in a step), sessions send backlogs in
+power-of-two multiples of their chunk, long steps take a few streams at a time, and `warmup`
+compiles all of these shapes before the server takes requests.
 """
 
 from __future__ import annotations
