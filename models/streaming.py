@@ -139,11 +139,11 @@ def _mask(first: int, emitted: Tensor, t: int, n_out: Tensor | None) -> Tensor:
 
 @torch.no_grad()
 def _advance(
-    model: DS2, x: Tensor, state: StreamState, n_out: Tensor | None, trim: bool = True
+    model: DS2, x: Tensor, state: StreamState, n_out: Tensor | None, trim_multiple: int = 1
 ) -> tuple[Tensor, StreamState]:
     """Run normalised, zero-padded frames x [B, T, F] (T a multiple of the stride).
-    `trim=False` runs the recurrence over every position, needed or not (held states), so
-    that its kernels see only the shapes that x has."""
+    The recurrence stops after the last position a stream needs, rounded up to
+    `trim_multiple` positions (held states past it), so that its kernels see few shapes."""
     pl, B = plan(model), x.shape[0]
     t_out = x.shape[1] // model.config.time_stride
     if t_out == 0:
@@ -160,7 +160,8 @@ def _advance(
     # look-ahead, zero-padded): their recurrent outputs are zeroed and states held, so
     # the step-by-step recurrence stops at the last position any stream still needs.
     live = torch.nonzero(mask.any(dim=0)).flatten()
-    used = (int(live[-1]) + 1 if len(live) else 0) if trim else t_out
+    used = int(live[-1]) + 1 if len(live) else 0
+    used = min(t_out, -(-used // trim_multiple) * trim_multiple)
     h, mask_used = h[:, :used], mask[:, :used]
     for rnn, h0 in zip(model.rnn_stack, state.hidden, strict=True):
         h, h_last = rnn.scan(rnn.project(h, None), h0, mask_used)
@@ -237,9 +238,10 @@ def flush(
     if t:
         keep = (torch.arange(t, device=dev)[None, :] < lengths[:, None])[:, :, None]
         x[:, :t] = model.normalize(tail.to(x.dtype)) * keep.to(x.dtype)
-    # with a frames_multiple, every layer runs at the padded length: a flush then uses the
-    # kernel shapes of a step of z frames (a few held recurrent steps more, no new shape)
-    log_probs, new = _advance(model, x, state, n_out, trim=frames_multiple == 1)
+    # the recurrence runs to a multiple of frames_multiple too (a few held steps more): each
+    # layer of a flush then has the shape it has in a step of a multiple of frames_multiple
+    multiple = s * -(-frames_multiple // s)
+    log_probs, new = _advance(model, x, state, n_out, trim_multiple=multiple // s)
     new.frames_in = total
     return log_probs, new
 
@@ -252,17 +254,16 @@ def _padded_frames(needed: int, t: int, stride: int, frames_multiple: int) -> in
 
 
 def flush_lengths(model: DS2, max_tail: int, frames_multiple: int) -> list[int]:
-    """Every input length `flush` can run at for tails of 0 to `max_tail` frames (for a
-    server's warm-up). A state that only `step` advanced has fed a multiple of the stride
-    and emitted one position per stride of it, so what a flush needs depends on the tail
-    alone: its outputs plus the look-ahead still owed."""
+    """The step lengths whose kernels a `flush` of a tail of 0 to `max_tail` frames uses (for
+    a server's warm-up): every multiple of `frames_multiple` (rounded to the stride) up to
+    the longest flush, since its input and its recurrence each run at one of them. A state
+    that only `step` advanced has fed a multiple of the stride and emitted one position per
+    stride of it, so the longest flush depends on the tail alone: its outputs plus the
+    look-ahead still owed."""
     s, owed = model.config.time_stride, -plan(model).row_first
-    return sorted(
-        {
-            _padded_frames(s * (-(-t // s) + owed), t, s, frames_multiple)
-            for t in range(max_tail + 1)
-        }
-    )
+    longest = _padded_frames(s * (-(-max_tail // s) + owed), max_tail, s, frames_multiple)
+    multiple = s * -(-frames_multiple // s)
+    return list(range(multiple, longest + 1, multiple))
 
 
 def state_nbytes(state: StreamState) -> int:
