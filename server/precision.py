@@ -4,8 +4,12 @@ DS2 (§7.2) serves in half precision because its GPUs run half-precision matrice
 times faster. CPUs differ: those with native bf16 matrix units (AMX, or AVX512-BF16) run our
 streaming steps 1.4-2.3x faster in bf16 than in fp32 at the batch sizes Batch Dispatch makes
 (1-16 streams, `models/results/dtype/`), at the same accuracy; on AVX2-only CPUs bf16 has no
-kernels and is several times slower (`models/results/results.md`). So: fp16 on CUDA, bf16
-where the CPU flags show those units, fp32 elsewhere.
+kernels and is several times slower (`models/results/results.md`). One exception was
+measured: an Intel Xeon (family 6 model 207) whose AMX the hypervisor hides, showing
+AVX512-BF16 only, served 48 streams with about 30% higher latency in bf16 than in fp32
+(`loadtest/results/dtype_intel/`); AVX512-BF16 alone pays on AMD Zen 4. So: fp16 on CUDA,
+bf16 where the CPU flags show AMX, or AVX512-BF16 on a CPU that is not Intel's, fp32
+elsewhere.
 """
 
 from __future__ import annotations
@@ -16,21 +20,31 @@ BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # Linux /proc/cpuinfo names of native 
 CPUINFO = Path("/proc/cpuinfo")
 
 
-def cpu_flags(cpuinfo: Path = CPUINFO) -> frozenset[str]:
-    """The first CPU's feature flags (Linux); empty where /proc/cpuinfo is not readable."""
+def _first(field: str, cpuinfo: Path) -> str:
+    """The first CPU's `field` in /proc/cpuinfo (Linux); "" where it is not readable."""
     try:
         text = cpuinfo.read_text()
     except OSError:
-        return frozenset()
+        return ""
     for line in text.splitlines():
         key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            return frozenset(value.split())
-    return frozenset()
+        if key.strip() == field:
+            return value.strip()
+    return ""
+
+
+def cpu_flags(cpuinfo: Path = CPUINFO) -> frozenset[str]:
+    """The first CPU's feature flags (Linux); empty where /proc/cpuinfo is not readable."""
+    return frozenset(_first("flags", cpuinfo).split())
+
+
+def cpu_vendor(cpuinfo: Path = CPUINFO) -> str:
+    """ "GenuineIntel", "AuthenticAMD", ... ("" where /proc/cpuinfo is not readable)."""
+    return _first("vendor_id", cpuinfo)
 
 
 def resolve_dtype(
-    requested: str, device: str, flags: frozenset[str] | None = None
+    requested: str, device: str, flags: frozenset[str] | None = None, vendor: str | None = None
 ) -> tuple[str, str]:
     """The dtype to load the model in, and why (for the start-up log)."""
     if requested != "auto":
@@ -38,6 +52,12 @@ def resolve_dtype(
     if device == "cuda":
         return "fp16", "auto: fp16 on CUDA (DS2 §7.2)"
     units = sorted(set(BF16_FLAGS) & (cpu_flags() if flags is None else flags))
+    vendor = cpu_vendor() if vendor is None else vendor
+    if units == ["avx512_bf16"] and vendor == "GenuineIntel":
+        return "fp32", (
+            "auto: fp32, this Intel CPU shows AVX512-BF16 but no AMX "
+            "(bf16 measured slower there: loadtest/results/dtype_intel)"
+        )
     if units:
         return "bf16", f"auto: bf16, this CPU has native bf16 units ({', '.join(units)})"
     return "fp32", "auto: fp32, this CPU has no native bf16 units (bf16 would be slower)"

@@ -10,25 +10,31 @@ import pytest
 
 from server.config import DEFAULT_BUNDLE, ServerConfig
 from server.engine import running_engine
-from server.precision import cpu_flags, resolve_dtype
+from server.precision import cpu_flags, cpu_vendor, resolve_dtype
 from server.session import transcribe
 from tests.server.serving import speak
 
 AVX2 = frozenset({"sse4_2", "avx", "avx2", "fma"})
 
 
+INTEL, AMD = "GenuineIntel", "AuthenticAMD"
+
+
 @pytest.mark.parametrize(
-    ("device", "flags", "dtype"),
+    ("device", "flags", "vendor", "dtype"),
     [
-        ("cuda", AVX2, "fp16"),
-        ("cpu", AVX2 | {"avx512_bf16"}, "bf16"),  # AMD Zen 4
-        ("cpu", AVX2 | {"amx_bf16", "amx_tile", "avx512_bf16"}, "bf16"),  # Intel Sapphire Rapids
-        ("cpu", AVX2, "fp32"),
-        ("cpu", frozenset(), "fp32"),  # flags unreadable (not Linux)
+        ("cuda", AVX2, INTEL, "fp16"),
+        ("cpu", AVX2 | {"avx512_bf16"}, AMD, "bf16"),  # AMD Zen 4
+        ("cpu", AVX2 | {"amx_bf16", "amx_tile", "avx512_bf16"}, INTEL, "bf16"),  # Sapphire Rapids
+        ("cpu", AVX2 | {"avx512_bf16", "avx512_fp16"}, INTEL, "fp32"),  # its AMX hidden
+        ("cpu", AVX2, AMD, "fp32"),
+        ("cpu", frozenset(), "", "fp32"),  # flags unreadable (not Linux)
     ],
 )
-def test_auto_follows_the_hardware(device: str, flags: frozenset[str], dtype: str) -> None:
-    chosen, why = resolve_dtype("auto", device, flags)
+def test_auto_follows_the_hardware(
+    device: str, flags: frozenset[str], vendor: str, dtype: str
+) -> None:
+    chosen, why = resolve_dtype("auto", device, flags, vendor)
     assert chosen == dtype and why.startswith(f"auto: {dtype}")
 
 
@@ -39,9 +45,14 @@ def test_an_explicit_dtype_is_kept() -> None:
 
 def test_flags_are_read_from_cpuinfo(tmp_path: Path) -> None:
     info = tmp_path / "cpuinfo"
-    info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512_bf16\nbugs\t\t: none\n")
+    info.write_text(
+        "processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: fpu avx2 avx512_bf16\n"
+        "bugs\t\t: none\n"
+    )
     assert cpu_flags(info) == {"fpu", "avx2", "avx512_bf16"}
+    assert cpu_vendor(info) == "GenuineIntel"
     assert cpu_flags(tmp_path / "missing") == frozenset()
+    assert cpu_vendor(tmp_path / "missing") == ""
 
 
 def test_the_default_model_in_bf16_hears_a_sentence() -> None:
