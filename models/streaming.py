@@ -240,16 +240,21 @@ def flush(
         x[:, :t] = model.normalize(tail.to(x.dtype)) * keep.to(x.dtype)
     # the recurrence runs to a multiple of frames_multiple too (a few held steps more): each
     # layer of a flush then has the shape it has in a step of a multiple of frames_multiple
-    multiple = s * -(-frames_multiple // s)
-    log_probs, new = _advance(model, x, state, n_out, trim_multiple=multiple // s)
+    trim = _stride_multiple(frames_multiple, s) // s
+    log_probs, new = _advance(model, x, state, n_out, trim_multiple=trim)
     new.frames_in = total
     return log_probs, new
+
+
+def _stride_multiple(frames_multiple: int, stride: int) -> int:
+    """`frames_multiple` rounded up to a multiple of the stride."""
+    return stride * -(-frames_multiple // stride)
 
 
 def _padded_frames(needed: int, t: int, stride: int, frames_multiple: int) -> int:
     """Input frames of a flush that needs `needed` frames and has a tail of `t`."""
     z = max(needed, -(-t // stride) * stride)
-    multiple = stride * -(-frames_multiple // stride)  # a multiple of the stride too
+    multiple = _stride_multiple(frames_multiple, stride)
     return -(-z // multiple) * multiple
 
 
@@ -262,7 +267,7 @@ def flush_lengths(model: DS2, max_tail: int, frames_multiple: int) -> list[int]:
     look-ahead still owed."""
     s, owed = model.config.time_stride, -plan(model).row_first
     longest = _padded_frames(s * (-(-max_tail // s) + owed), max_tail, s, frames_multiple)
-    multiple = s * -(-frames_multiple // s)
+    multiple = _stride_multiple(frames_multiple, s)
     return list(range(multiple, longest + 1, multiple))
 
 

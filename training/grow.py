@@ -25,10 +25,9 @@ def _gate_rows(gates: int, old: int, new: int) -> torch.Tensor:
 @torch.no_grad()
 def widen(small: DS2, hidden: int, seed: int = 0) -> DS2:
     """A trainable (unfolded) copy of the trainable `small` with `hidden` recurrent units per
-    layer that computes what `small` does. New units get a
-    fresh layer's random weights into them and zero weights out of them (into the next layer,
-    the old units' recurrences and the output), and their BatchNorm channels start as a fresh
-    layer's. So the old units see exactly their old inputs, in training mode too (zero columns
+    layer that computes what `small` does. New units get a fresh layer's random weights into
+    them and zero weights out of them (into the next layer, the old units' recurrences and the
+    output), and their BatchNorm channels start as a fresh layer's. So the old units see exactly their old inputs, in training mode too (zero columns
     add nothing to the batch statistics of the next projection), while the new units already
     fire with distinct values, and the zero weights out of them get gradients from step one.
     """

@@ -274,10 +274,10 @@ class Trainer:
         folded = load_bundle(path, device=str(self.dist.device))
         mine, theirs = self.model.config, folded.config
         inference = {k: getattr(mine, k) for k in INFERENCE_ONLY}  # re-tuned after training
-        same = dataclasses.replace(theirs, features=mine.features, **inference)
         grows = mine.rnn_hidden > theirs.rnn_hidden  # a wider copy (training/grow.py)
+        hidden = max(mine.rnn_hidden, theirs.rnn_hidden)
         if (
-            dataclasses.replace(same, rnn_hidden=mine.rnn_hidden if grows else same.rnn_hidden)
+            dataclasses.replace(theirs, features=mine.features, rnn_hidden=hidden, **inference)
             != mine
         ):
             m, t = mine.to_dict(), theirs.to_dict()

@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from models.bundle import fold_batchnorm
 from models.ds2 import DS2, SequenceBatchNorm
 from tests.models.conftest import TINY_CONFIGS
 from training.grow import widen
@@ -84,7 +85,5 @@ def test_widening_refuses_what_it_cannot_preserve() -> None:
     small = trained_like("2d-gru")
     with pytest.raises(ValueError, match="shrink"):
         widen(small, small.config.rnn_hidden - 1)
-    from models.bundle import fold_batchnorm
-
     with pytest.raises(ValueError, match="unfold"):
         widen(fold_batchnorm(small.eval()), 32)
