@@ -157,6 +157,16 @@ class _Engine:
 
 
 _engine: _Engine | None = None
+_inherited: list[_Engine] = []
+
+
+def forget() -> None:
+    """Stop using this process's engine: a forked worker loads its own (the inherited one's
+    onnxruntime session would hang; it is kept, not destroyed: see `voices.forget_engines`)."""
+    global _engine
+    if _engine is not None:
+        _inherited.append(_engine)
+    _engine = None
 
 
 def load() -> _Engine:

@@ -274,13 +274,18 @@ def render_all(out_dir: Path, jobs: list[Job], workers: int) -> list[tuple[Job, 
     failed: list[tuple[Job, str]] = []
     work = batches(todo, size=8)
     with (
-        multiprocessing.get_context("fork").Pool(workers) as pool,
+        multiprocessing.get_context("fork").Pool(workers, initializer=_fresh_worker) as pool,
         tqdm(total=len(todo), unit="utt", smoothing=0.05, mininterval=2.0) as bar,
     ):
         for batch_failed, n in pool.imap_unordered(_render_counted, [(out_dir, b) for b in work]):
             failed += batch_failed
             bar.update(n)
     return failed
+
+
+def _fresh_worker() -> None:
+    voices.forget_engines()
+    kokoro.forget()
 
 
 def _render_counted(arg: tuple[Path, list[Job]]) -> tuple[list[tuple[Job, str]], int]:

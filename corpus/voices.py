@@ -172,6 +172,16 @@ def render_pico(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> None:
 
 
 _piper_voices: dict[str, Any] = {}  # one loaded network per voice and process (~0.5 s to load)
+_inherited: list[Any] = []  # engines a forked worker must neither use nor destroy
+
+
+def forget_engines() -> None:
+    """Stop using the engines this process inherited; a forked worker calls it first. An
+    inherited onnxruntime session (piper) waits forever on thread-pool threads that fork did
+    not copy, in a run and in its destructor alike, so the objects are kept, unused."""
+    _inherited.extend([*_pico_engines.values(), *_piper_voices.values()])
+    _pico_engines.clear()
+    _piper_voices.clear()
 
 
 def piper_available() -> bool:
