@@ -15,6 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 MIN_RATE, MAX_RATE = 8000, 48000
 Encoding = Literal["pcm_s16le", "f32le"]
 M = TypeVar("M", bound=BaseModel)
+# configs and controls are flat objects; a deeper message is refused the same way whether or
+# not json.loads reaches the interpreter's recursion limit on it (which depends on the stack)
+MAX_JSON_DEPTH = 32
 
 
 class ProtocolError(ValueError):
@@ -114,15 +117,36 @@ def _parse(model: type[M], text: str, expected: str, hint: str) -> M:
         raise ProtocolError("bad_config", _describe(e)) from None
 
 
+def json_depth(value: Any) -> int:
+    """Nesting depth of parsed JSON (a scalar is 0, {} and [] are 1), without recursion."""
+    deepest, todo = 0, [(value, 0)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth + 1)
+            todo += [(v, depth + 1) for v in (item.values() if isinstance(item, dict) else item)]
+    return deepest
+
+
 def _json_object(text: str) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ProtocolError("bad_message", f"text messages must be JSON: {e}") from None
-    except (ValueError, RecursionError) as e:  # a number of over 4300 digits, deep nesting
+    except RecursionError:  # how deep json gets depends on the stack: the limit below decides
+        data = None
+        depth = MAX_JSON_DEPTH + 1
+    except ValueError as e:  # a number of over 4300 digits
         raise ProtocolError(
             "bad_message", f"text messages must be small JSON objects; this one is not: {e}"
         ) from None
+    else:
+        depth = json_depth(data)
+    if depth > MAX_JSON_DEPTH:
+        raise ProtocolError(
+            "bad_message",
+            f"text messages must be small JSON objects, nested at most {MAX_JSON_DEPTH} deep",
+        )
     if not isinstance(data, dict):
         raise ProtocolError(
             "bad_message", f"text messages must be JSON objects, got {type(data).__name__}"

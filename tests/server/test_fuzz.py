@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 import soundfile
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
@@ -33,10 +33,12 @@ from models.features import featurize
 from server.audio import MAX_FILE_PEAK, SAMPLE_WIDTH, AudioError, Resampler, decode_file
 from server.errors import BadAudio, ClientError
 from server.protocol import (
+    MAX_JSON_DEPTH,
     MAX_RATE,
     MIN_RATE,
     ProtocolError,
     VoskConfig,
+    json_depth,
     parse_control,
     parse_stream_config,
     parse_vosk_text,
@@ -173,9 +175,10 @@ _NOT_JSON = object()
 
 def loads(text: str) -> Any:
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except (ValueError, RecursionError):
         return _NOT_JSON
+    return _NOT_JSON if json_depth(value) > MAX_JSON_DEPTH else value
 
 
 def assert_clear(error: ProtocolError, code: str) -> None:
@@ -232,6 +235,7 @@ def test_every_valid_stream_config_is_taken_as_sent(
         .map(json.dumps),
     )
 )
+@example('{"a":' * 1988 + "1" + "}" * 1988)  # found here: json's depth limit moved with the stack
 def test_after_the_config_only_eos_is_taken(text: str) -> None:
     value = loads(text)
     try:
@@ -672,3 +676,14 @@ def test_malformed_uploads_get_4xx_with_a_reason_and_a_good_file_still_transcrib
         assert good.status_code == 200 and good.json()["text"] == expected, good.text
     assert not errors, [r.getMessage() for r in errors]
     assert_nothing_held(server)
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 200, 5000])
+def test_deeply_nested_messages_get_one_answer_at_any_depth(depth: int) -> None:
+    """Deep nesting is refused as a bad message, whether or not json itself gives up on it."""
+    text = '{"type": "eos", "x": ' + "[" * depth + "]" * depth + "}"
+    for parse in (parse_control, parse_stream_config, parse_vosk_text):
+        with pytest.raises(ProtocolError) as info:
+            parse(text)
+        assert_clear(info.value, "bad_message")
+        assert f"nested at most {MAX_JSON_DEPTH} deep" in str(info.value)
