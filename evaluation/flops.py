@@ -13,10 +13,11 @@ stores the model), so it costs nothing of its own. Per output position (a stream
   to the FLOP.
 - elementwise ops (`elementwise_flops`), counted as one FLOP per output element of each op,
   whatever the op (an add and a tanh alike): the input normalisation (subtract, divide per
-  input frame), each conv layer's clipped ReLU and padding mask, per GRU unit the two gate
-  adds and sigmoids, the reset product, the candidate's add and tanh, the interpolation,
-  the pre-roll `where` and the padding mask (10; 4 for a simple RNN: add, clip, where, mask),
-  and the log-softmax (one per output symbol). FlopCounterMode ignores all of these; torch's
+  input frame), each conv layer's clipped ReLU and padding mask, per GRU unit the fused
+  cell's two gate adds and sigmoids, the reset product, the candidate's add and tanh, the
+  interpolation as a subtract, multiply and add, and the padding mask (11; 4 for a simple
+  RNN, which steps position by position: add, clip, the pre-roll `where`, mask), and the
+  log-softmax (one per output symbol). FlopCounterMode ignores all of these; torch's
   own tally of its pointwise ops (`counted_flops`) also sees the streaming bookkeeping on
   [B, T] masks and counters, which the estimate leaves out: ELEMENTWISE_ALLOWANCE bounds the
   gap. For the default model the elementwise ops are ~0.2% of the FLOPs: the floor is the
@@ -60,7 +61,7 @@ def elementwise_flops(config: ModelConfig) -> int:
             total += 2 * config.conv_channels * bins  # clipped ReLU, mask
         else:
             total += 2 * config.conv_channels
-    per_unit = 10 if config.rnn_type == "gru" else 4
+    per_unit = 11 if config.rnn_type == "gru" else 4
     total += per_unit * config.rnn_hidden * config.rnn_layers
     return total + config.vocab_size  # log-softmax
 
@@ -94,6 +95,11 @@ class _PointwiseTally(TorchDispatchMode):  # type: ignore[no-untyped-call]
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
+        if func.overloadpacket is torch.ops.aten.gru:  # the fused recurrence: count its cells
+            with self:
+                decomposed = func.decompose(*args, **(kwargs or {}))
+            if decomposed is not NotImplemented:
+                return decomposed
         out = func(*args, **(kwargs or {}))
         softmax = func.overloadpacket in (torch.ops.aten.log_softmax, torch.ops.aten._log_softmax)
         if torch.Tag.pointwise in func.tags or softmax:

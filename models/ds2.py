@@ -220,6 +220,53 @@ class RecurrentLayer(nn.Module):
             b = self.input_proj.bias if self.input_proj.bias is not None else w.new_zeros(len(w))
         return self._gru_kernel(x, h, w, b)[0]
 
+    def run(self, x: Tensor, h: Tensor, update: Tensor) -> tuple[Tensor, Tensor]:
+        """Inference over a chunk: x [B, T, D] from h [B, H], where each row of `update`
+        [B, T] is one run of True (a stream's real positions; its state is held before and
+        after). Returns outputs [B, T, H] (arbitrary where `update` is False) and the state
+        after each row's last real position.
+
+        Why: a streaming server steps many short chunks; one fused kernel call per layer,
+        instead of a dozen small ops per position, cuts the Python that runs under the
+        interpreter lock, which the server's event loop shares (`scan` is the fallback)."""
+        if self.training:
+            raise RuntimeError("RecurrentLayer.run is for inference: call eval() first")
+        if not (self.gru and self._fusable(h) and x.shape[1] > 0):
+            return self.scan(self.project(x, None), h, update)
+        B, T = update.shape
+        count = update.sum(dim=1)
+        start = torch.where(count > 0, update.to(torch.int8).argmax(dim=1), 0)
+        last = T - 1 - update.flip(1).to(torch.int8).argmax(dim=1)
+        shifted, runs = torch.stack(
+            [(start > 0).any(), ((last - start + 1 == count) | (count == 0)).all()]
+        ).tolist()
+        if not runs:
+            return self.scan(self.project(x, None), h, update)  # not one run per row
+        steps = torch.arange(T, device=x.device)[None, :]
+        if shifted:  # every row's first real position to position 0: the kernel starts at h
+            ahead = (steps + start[:, None]).clamp_max(T - 1)
+            x = x.gather(1, ahead[:, :, None].expand(-1, -1, x.shape[2]))
+        w = self.input_proj.weight
+        if isinstance(self.bn, SequenceBatchNorm):
+            w, b = self.bn.fold_into(w, x, None)
+        else:
+            b = self.input_proj.bias if self.input_proj.bias is not None else w.new_zeros(len(w))
+        out, _ = self._gru_kernel(x, h, w, b)
+        rows = torch.arange(B, device=x.device)
+        h_last = torch.where((count > 0)[:, None], out[rows, (count - 1).clamp_min(0)], h)
+        if shifted:
+            back = (steps - start[:, None]).clamp_min(0)
+            out = out.gather(1, back[:, :, None].expand(-1, -1, out.shape[2]))
+        return out, h_last
+
+    def _fusable(self, h: Tensor) -> bool:
+        """Where torch's fused GRU is used: CUDA, fp32/fp64 on the CPU, and bf16 on the CPU
+        for inference (training keeps its recurrent state in fp32 under autocast)."""
+        cpu_ok = (torch.float32, torch.float64) + (
+            () if torch.is_grad_enabled() else (torch.bfloat16,)
+        )
+        return h.is_cuda or h.dtype in cpu_ok
+
     def _gru_kernel(self, x: Tensor, h: Tensor, w: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
         """torch's fused GRU (cuDNN on CUDA) with input weights w [3H, D] and bias b, in h's
         dtype: gates = x w^T + b + U h + b_U, as `_cell` computes them."""

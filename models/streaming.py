@@ -164,7 +164,7 @@ def _advance(
     used = min(t_out, -(-used // trim_multiple) * trim_multiple)
     h, mask_used = h[:, :used], mask[:, :used]
     for rnn, h0 in zip(model.rnn_stack, state.hidden, strict=True):
-        h, h_last = rnn.scan(rnn.project(h, None), h0, mask_used)
+        h, h_last = rnn.run(h, h0, mask_used)
         h = h * mask_used[:, :, None].to(h.dtype)
         new_hidden.append(h_last)
     h = F.pad(h, (0, 0, 0, t_out - used))

@@ -1,8 +1,9 @@
-"""The network's fused GRU paths (training and offline) compute the same recurrence as the
-step loop that streaming uses, forward and backward."""
+"""The network's fused GRU paths (training, offline and streaming chunks) compute the same
+recurrence as the step loop, forward and backward."""
 
 import copy
 
+import pytest
 import torch
 
 from models.config import ModelConfig
@@ -57,3 +58,49 @@ def test_training_run_with_bn_folded_into_the_kernel_equals_project_then_scan() 
     with torch.no_grad():
         want, _ = b.scan(b.project(x, mask), h0, keep)
         torch.testing.assert_close(a(x, mask, h0), want, rtol=1e-5, atol=1e-5)
+
+
+def _runs(rng: torch.Generator, batch: int, t: int) -> torch.Tensor:
+    """One run of real positions per row, anywhere in the chunk (or none), as streams that
+    start, go on and end inside one step have."""
+    mask = torch.zeros(batch, t, dtype=torch.bool)
+    for b in range(batch):
+        start = int(torch.randint(0, t + 1, (1,), generator=rng))
+        end = int(torch.randint(start, t + 1, (1,), generator=rng))
+        mask[b, start:end] = True
+    mask[0] = True  # a stream in the middle of its utterance
+    return mask
+
+
+@pytest.mark.parametrize("folded", [True, False])
+@pytest.mark.parametrize(("dtype", "tol"), [(torch.float32, 1e-5), (torch.bfloat16, 0.05)])
+def test_streaming_chunk_run_equals_step_loop_with_held_states(
+    folded: bool, dtype: torch.dtype, tol: float
+) -> None:
+    rng = torch.Generator().manual_seed(3)
+    layer = RecurrentLayer(ModelConfig(rnn_hidden=24), in_dim=10, folded=folded).eval()
+    for _ in range(5):
+        x = torch.randn(6, 9, 10, generator=rng).to(dtype)
+        h0 = torch.randn(6, 24, generator=rng).to(dtype)
+        update = _runs(rng, 6, 9)
+        with torch.no_grad():
+            want_out, want_h = layer.to(torch.float64).scan(
+                layer.project(x.double(), None), h0.double(), update
+            )
+            out, h = layer.to(dtype).run(x, h0, update)
+        torch.testing.assert_close(h.double(), want_h, atol=tol, rtol=0)
+        real = update[:, :, None]
+        torch.testing.assert_close((out.double() * real), want_out * real, atol=tol, rtol=0)
+
+
+def test_streaming_chunk_run_takes_the_step_loop_for_gaps() -> None:
+    """A hold between two real positions is not one run: the fused kernel cannot express it."""
+    torch.manual_seed(0)
+    layer = RecurrentLayer(ModelConfig(rnn_hidden=8), in_dim=5, folded=True).eval()
+    x, h0 = torch.randn(2, 6, 5), torch.randn(2, 8)
+    update = torch.tensor([[1, 1, 0, 0, 1, 1], [1, 1, 1, 1, 1, 1]], dtype=torch.bool)
+    with torch.no_grad():
+        want = layer.scan(layer.project(x, None), h0, update)
+        got = layer.run(x, h0, update)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b)
