@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from models.config import ModelConfig
-from server.decoding import DecoderStream, HypothesisLike, build_decoder
+from server.decoding import Decoder, DecoderStream, HypothesisLike, Outcome, build_decoder
 
 F32 = npt.NDArray[np.float32]
 log = logging.getLogger("harken.server")
@@ -55,23 +55,33 @@ def _serve(conn: Connection, bundle: str, model: dict[str, Any], kind: str, beam
             return
         if op == "close":  # no reply: a proxy was dropped without finalize
             streams.pop(sid, None)
-            continue
-        try:
-            if op == "open":
-                value: Any = len(streams)
-            elif op == "start":
-                streams[sid] = decoder.start(*args)
-                value = None
-            elif op == "finalize":
-                value = list(streams.pop(sid).finalize())
-            elif op == "advance_and_partial":
-                streams[sid].advance(*args)
-                value = streams[sid].partial()
-            else:
-                value = getattr(streams[sid], op)(*args)
-            conn.send((True, value))
-        except Exception as e:  # the parent re-raises it for this stream only
-            conn.send((False, (type(e).__name__, str(e))))
+        elif op == "batch":  # several streams' calls in one message, answered in one
+            conn.send((True, [_handle(decoder, streams, *call) for call in args]))
+        else:
+            conn.send(_handle(decoder, streams, op, sid, args))
+
+
+def _handle(
+    decoder: Decoder, streams: dict[int, DecoderStream], op: str, sid: int, args: tuple[Any, ...]
+) -> tuple[bool, Any]:
+    """One call in the child: (True, its value) or (False, (error type, message)), which the
+    parent re-raises for this stream only."""
+    try:
+        if op == "open":
+            value: Any = len(streams)
+        elif op == "start":
+            streams[sid] = decoder.start(*args)
+            value = None
+        elif op == "finalize":
+            value = list(streams.pop(sid).finalize())
+        elif op == "advance_and_partial":
+            streams[sid].advance(*args)
+            value = streams[sid].partial()
+        else:
+            value = getattr(streams[sid], op)(*args)
+        return True, value
+    except Exception as e:
+        return False, (type(e).__name__, str(e))
 
 
 class _Child:
@@ -111,13 +121,22 @@ class _Child:
                 while self._dropped:
                     self._conn.send(("close", self._dropped.popleft(), ()))
                 self._conn.send((op, sid, args))
-                ok, value = self._conn.recv()
+                reply = self._conn.recv()
             except (EOFError, OSError) as e:
                 raise DecoderProcessError(f"the decoder process is gone ({e})") from None
-        if not ok:
-            name, message = value
-            raise (ValueError if name == "ValueError" else DecoderProcessError)(message)
-        return value
+        return _value(reply)
+
+    def call_many(self, calls: Sequence[tuple[str, int, tuple[Any, ...]]]) -> list[Outcome]:
+        """Several streams' calls (op, stream id, args) in one round trip, run in order; per
+        call its value or the exception it raised (a gone child fails them all)."""
+        replies = self.call("batch", -1, *calls)
+        out: list[Outcome] = []
+        for reply in replies:
+            try:
+                out.append((True, _value(reply)))
+            except Exception as e:
+                out.append((False, e))
+        return out
 
     def close_stream(self, sid: int) -> None:
         """Free a dropped stream's state at the next call (never blocks)."""
@@ -140,6 +159,14 @@ class _Child:
         if self._proc.is_alive():
             self._proc.terminate()
             self._proc.join(timeout=2.0)
+
+
+def _value(reply: tuple[bool, Any]) -> Any:
+    ok, value = reply
+    if not ok:
+        name, message = value
+        raise (ValueError if name == "ValueError" else DecoderProcessError)(message)
+    return value
 
 
 class _RemoteStream:
@@ -167,6 +194,13 @@ class _RemoteStream:
         self._closer.detach()  # the child drops the stream itself
         result: Sequence[HypothesisLike] = self._child.call("finalize", self._sid)
         return result
+
+    def batched(self, op: str, *args: Any) -> tuple[_Child, tuple[str, int, tuple[Any, ...]]]:
+        """This call as a request for `_Child.call_many`, with the child it goes to (the
+        DecoderPool sends a worker's queued calls for one child as one message)."""
+        if op == "finalize":
+            self._closer.detach()
+        return self._child, (op, self._sid, args)
 
 
 class DecoderProcess:

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -28,7 +27,7 @@ import numpy.typing as npt
 from models.config import FeatureConfig
 from models.features import StreamingFeaturizer
 from server.audio import Resampler
-from server.decoding import DecoderPool, DecoderStream, HypothesisLike, advance_and_partial
+from server.decoding import DecoderPool, DecoderStream, HypothesisLike
 from server.dispatch import BatchDispatcher, DispatchError
 from server.errors import (
     BadConfig,
@@ -43,7 +42,6 @@ from server.protocol import Alternative, Final, Partial, Word
 from server.runner import Chunk
 
 F32 = npt.NDArray[np.float32]
-T = TypeVar("T")
 
 
 class State(enum.Enum):
@@ -201,13 +199,13 @@ class Session:
         await self._run_full_chunks(None)
         tail, self._frames = self._frames, self._frames[:0]
         await self._step(tail, last=True)
-        hypotheses = await self._decode(self._require_decoder().finalize)
+        hypotheses = await self._decode("finalize")
         self.state = State.DONE
         return self._final(hypotheses)
 
     async def _end_segment(self) -> Final:
         """Endpoint: finalise this segment's decoder stream and start the next one."""
-        hypotheses = await self._decode(self._require_decoder().finalize)
+        hypotheses = await self._decode("finalize")
         final = self._final(hypotheses)
         seg = self._segment
         self._segment = _Segment(start_s=seg.origin_s + seg.frames * self.engine.frame_seconds)
@@ -224,7 +222,7 @@ class Session:
         await self._run_full_chunks(None)
         tail, self._frames = self._frames, self._frames[:0]
         await self._step(tail, last=True)
-        final = self._final(await self._decode(self._require_decoder().finalize))
+        final = self._final(await self._decode("finalize"))
         seg = self._segment
         self.engine.dispatcher.close_stream(self.stream)
         self.stream = self.engine.dispatcher.open_stream()
@@ -328,8 +326,8 @@ class Session:
         it, so decoding overlaps the stream's next model step."""
         log_probs = self._take_undecoded()
         if log_probs is not None:
-            advance = self._require_decoder().advance
-            self._decoding.append(self.engine.pool.submit(self.stream, advance, log_probs))
+            decoder = self._require_decoder()
+            self._decoding.append(self.engine.pool.call(self.stream, decoder, "advance", log_probs))
 
     def _take_undecoded(self) -> F32 | None:
         """The stepped log-probs the decoder has not had yet, as one array (None: none)."""
@@ -344,13 +342,14 @@ class Session:
         assert self._decoder is not None, "session not started"
         return self._decoder
 
-    async def _decode(self, fn: Callable[[], T]) -> T:
-        """Run `fn` on the stream's decoder worker, after the advances queued before it,
-        and surface any error those raised."""
+    async def _decode(self, op: str, *args: Any) -> Any:
+        """Call the stream's decoder (`op`: "partial", "advance_and_partial" or "finalize")
+        on its worker, after the advances queued before it, and surface any error those
+        raised."""
         self._queue_advance()  # everything stepped so far comes before `fn`
         began = time.perf_counter()
         try:
-            result = await self.engine.pool.submit(self.stream, fn)
+            result = await self.engine.pool.call(self.stream, self._require_decoder(), op, *args)
             pending, self._decoding = self._decoding, []
             await asyncio.gather(*pending)  # done already: the worker runs in order
         except Exception as e:
@@ -360,11 +359,11 @@ class Session:
         return result
 
     async def _partial(self) -> Partial | None:
-        decoder, log_probs = self._require_decoder(), self._take_undecoded()
+        log_probs = self._take_undecoded()
         if log_probs is not None:
-            hyp = await self._decode(functools.partial(advance_and_partial, decoder, log_probs))
+            hyp: HypothesisLike = await self._decode("advance_and_partial", log_probs)
         else:
-            hyp = await self._decode(decoder.partial)
+            hyp = await self._decode("partial")
         if hyp.text == self._last_text:
             return None
         self._last_text = hyp.text

@@ -7,9 +7,10 @@ import asyncio
 import gc
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -153,3 +154,59 @@ def test_the_pool_gives_each_worker_its_own_process(procs: list[DecoderProcess])
         stream.finalize()
     with pytest.raises(ValueError, match="decoder workers must be >= 1"):
         DecoderPool([])
+
+
+def test_calls_queued_together_travel_as_one_message_and_keep_their_own_results(
+    procs: list[DecoderProcess],
+) -> None:
+    """Streams on one worker whose calls are queued while it is busy get them answered in one
+    round trip; every stream gets the results of decoding alone, in its own order, and a bad
+    call fails only its own stream."""
+    local = build_decoder(DEFAULT_BUNDLE, MODEL)
+    child = procs[0]._child
+    messages: list[int] = []
+    call_many = child.call_many
+
+    def counted(calls: Sequence[tuple[str, int, tuple[Any, ...]]]) -> list[tuple[bool, Any]]:
+        messages.append(len(calls))
+        return call_many(calls)
+
+    async def run() -> tuple[list[list[str]], list[object], BaseException | None]:
+        pool = DecoderPool(procs)
+        try:
+            streams = [await pool.start(s) for s in (0, 2, 4)]  # all on worker 0, process 0
+            hold = threading.Event()
+            busy = pool.submit(0, hold.wait, 5.0)  # the worker is busy: calls queue up
+            lps = [_log_probs(10 + k) for k in range(3)]
+            futures = []
+            for i in range(0, 120, 24):
+                for s, stream, lp in zip((0, 2, 4), streams, lps, strict=True):
+                    chunk = lp[i : i + 24] if s != 2 or i != 48 else np.zeros((3, 5), np.float32)
+                    futures.append(pool.call(s, stream, "advance_and_partial", chunk))
+            finals = [
+                pool.call(s, st, "finalize") for s, st in zip((0, 2, 4), streams, strict=True)
+            ]
+            child.call_many = counted  # type: ignore[method-assign]
+            hold.set()
+            await busy
+            partials = await asyncio.gather(*futures, return_exceptions=True)
+            ends = await asyncio.gather(*finals, return_exceptions=True)
+        finally:
+            child.call_many = call_many  # type: ignore[method-assign]
+            pool.close()
+        by_stream = [[getattr(p, "text", "error") for p in partials[k::3]] for k in range(3)]
+        bad = next((e for e in partials if isinstance(e, BaseException)), None)
+        return by_stream, list(ends), bad
+
+    by_stream, finals, bad = asyncio.run(run())
+    assert messages and max(messages) > 3, messages  # several streams' calls in a message
+    assert isinstance(bad, ValueError) and "log_probs" in str(bad)
+    assert by_stream[1][2] == "error" and "error" not in by_stream[0] + by_stream[2]
+    for k in (0, 2):  # the good streams, against decoding alone
+        lp, mine = _log_probs(10 + k), local.start()
+        alone: list[str] = []
+        for i in range(0, 120, 24):
+            mine.advance(lp[i : i + 24])
+            alone.append(mine.partial().text)
+        assert by_stream[k] == alone
+        assert [h.text for h in finals[k]] == [h.text for h in mine.finalize()]  # type: ignore[attr-defined]
