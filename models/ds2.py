@@ -210,15 +210,9 @@ class RecurrentLayer(nn.Module):
     def forward(self, x: Tensor, mask: Tensor | None, h: Tensor) -> Tensor:
         """Whole sequences: x [B, T, D] -> outputs [B, T, H] from h [B, H]; `scan(project(x))`,
         through one fused kernel that does the projection too where it can."""
-        fusable = x.is_cuda or h.dtype in (torch.float32, torch.float64)
-        if not (self.gru and fusable and x.shape[1] > 0):
+        if not (self.gru and self._fusable(h) and x.shape[1] > 0):
             return self.scan(self.project(x, mask), h, None)[0]
-        w = self.input_proj.weight
-        if isinstance(self.bn, SequenceBatchNorm):
-            w, b = self.bn.fold_into(w, x, mask)
-        else:
-            b = self.input_proj.bias if self.input_proj.bias is not None else w.new_zeros(len(w))
-        return self._gru_kernel(x, h, w, b)[0]
+        return self._gru_kernel(x, h, *self._input_weights(x, mask))[0]
 
     def run(self, x: Tensor, h: Tensor, update: Tensor) -> tuple[Tensor, Tensor]:
         """Inference over a chunk: x [B, T, D] from h [B, H], where each row of `update`
@@ -246,18 +240,22 @@ class RecurrentLayer(nn.Module):
         if shifted:  # every row's first real position to position 0: the kernel starts at h
             ahead = (steps + start[:, None]).clamp_max(T - 1)
             x = x.gather(1, ahead[:, :, None].expand(-1, -1, x.shape[2]))
-        w = self.input_proj.weight
-        if isinstance(self.bn, SequenceBatchNorm):
-            w, b = self.bn.fold_into(w, x, None)
-        else:
-            b = self.input_proj.bias if self.input_proj.bias is not None else w.new_zeros(len(w))
-        out, _ = self._gru_kernel(x, h, w, b)
+        out, _ = self._gru_kernel(x, h, *self._input_weights(x, None))
         rows = torch.arange(B, device=x.device)
         h_last = torch.where((count > 0)[:, None], out[rows, (count - 1).clamp_min(0)], h)
         if shifted:
             back = (steps - start[:, None]).clamp_min(0)
             out = out.gather(1, back[:, :, None].expand(-1, -1, out.shape[2]))
         return out, h_last
+
+    def _input_weights(self, x: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+        """The fused kernel's input weights and bias: BN(W x) folded into W where the layer
+        has BatchNorm (batch statistics while training), W and its bias otherwise."""
+        w = self.input_proj.weight
+        if isinstance(self.bn, SequenceBatchNorm):
+            return self.bn.fold_into(w, x, mask)
+        b = self.input_proj.bias
+        return w, b if b is not None else w.new_zeros(len(w))
 
     def _fusable(self, h: Tensor) -> bool:
         """Where torch's fused GRU is used: CUDA, fp32/fp64 on the CPU, and bf16 on the CPU
