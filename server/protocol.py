@@ -128,25 +128,26 @@ def json_depth(value: Any) -> int:
     return deepest
 
 
+def _too_deep() -> ProtocolError:
+    return ProtocolError(
+        "bad_message",
+        f"text messages must be small JSON objects, nested at most {MAX_JSON_DEPTH} deep",
+    )
+
+
 def _json_object(text: str) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ProtocolError("bad_message", f"text messages must be JSON: {e}") from None
-    except RecursionError:  # how deep json gets depends on the stack: the limit below decides
-        data = None
-        depth = MAX_JSON_DEPTH + 1
+    except RecursionError:  # how deep json gets depends on the stack: the limit decides
+        raise _too_deep() from None
     except ValueError as e:  # a number of over 4300 digits
         raise ProtocolError(
             "bad_message", f"text messages must be small JSON objects; this one is not: {e}"
         ) from None
-    else:
-        depth = json_depth(data)
-    if depth > MAX_JSON_DEPTH:
-        raise ProtocolError(
-            "bad_message",
-            f"text messages must be small JSON objects, nested at most {MAX_JSON_DEPTH} deep",
-        )
+    if json_depth(data) > MAX_JSON_DEPTH:
+        raise _too_deep()
     if not isinstance(data, dict):
         raise ProtocolError(
             "bad_message", f"text messages must be JSON objects, got {type(data).__name__}"

@@ -346,7 +346,7 @@ class Session:
         """Call the stream's decoder (`op`: "partial", "advance_and_partial" or "finalize")
         on its worker, after the advances queued before it, and surface any error those
         raised."""
-        self._queue_advance()  # everything stepped so far comes before `fn`
+        self._queue_advance()  # everything stepped so far comes before this call
         began = time.perf_counter()
         try:
             result = await self.engine.pool.call(self.stream, self._require_decoder(), op, *args)
