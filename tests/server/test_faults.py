@@ -248,6 +248,7 @@ class FailNewStream:
         self.runner, self.armed = runner, False
         self.seen: set[int] = set()
         self.failed: list[int] = []
+        self.last_batch = time.monotonic()  # when the latest batch finished
 
     async def run(self, batch: Sequence[Work[Chunk]]) -> Sequence[F32]:
         streams = [w.stream for w in batch]
@@ -255,7 +256,14 @@ class FailNewStream:
             self.armed, self.failed = False, streams
             raise RuntimeError("device lost")
         self.seen.update(streams)
-        return await self.runner.run(batch)
+        try:
+            return await self.runner.run(batch)
+        finally:
+            self.last_batch = time.monotonic()
+
+    def quiet(self, seconds: float) -> bool:
+        """No batch has finished for `seconds`: the streams have stepped all they were sent."""
+        return time.monotonic() - self.last_batch > seconds
 
     def release(self, stream: int) -> None:
         self.runner.release(stream)
@@ -272,9 +280,10 @@ def test_a_failed_batch_under_load_fails_only_its_own_stream(busy: Running, expe
     dispatcher.runner = failing
     try:
         with ExitStack() as stack:
-            # each healthy stream's first half goes through the model in one step
+            # each healthy stream's first half goes through the model (in one step or a few,
+            # each after the stream's partial), until nothing is queued
             steady = [stack.enter_context(open_stream(busy, AUDIO_PCM[:HALF])) for _ in range(5)]
-            eventually(lambda: len(failing.seen) == 5)
+            eventually(lambda: len(failing.seen) == 5 and failing.quiet(0.5))
             failing.armed = True
             unlucky = stack.enter_context(open_stream(busy, AUDIO_PCM))
             assert finish(unlucky) == ("error", "model_error", 1011)
