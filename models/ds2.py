@@ -379,9 +379,17 @@ class DS2(nn.Module):
     def forward(self, feats: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """feats [B, T, F] raw log-spectrogram, lengths [B] frames ->
         (log_probs [B, T', V] float32, out_lengths [B]). Steps past a length are padding."""
+        r, n = self.encode(feats, lengths)
+        if r.shape[1] == 0:
+            return r.new_zeros(*r.shape[:2], self.config.vocab_size, dtype=torch.float32), n
+        return self.head(r), n
+
+    def encode(self, feats: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """The row-conv output [B, T', H] that the head reads, and out_lengths [B]; training
+        reads it too (an auxiliary loss on the hidden state, training/distill.py)."""
         B, T, _ = feats.shape
         if T == 0:
-            return feats.new_zeros(B, 0, self.config.vocab_size, dtype=torch.float32), lengths * 0
+            return feats.new_zeros(B, 0, self.config.rnn_hidden), lengths * 0
         feats = feats.to(self.feat_mean.dtype)
         x = self.normalize(feats) * time_mask(lengths, T)[:, :, None].to(feats.dtype)
         x = self.conv_input(x)
@@ -396,8 +404,7 @@ class DS2(nn.Module):
         for rnn in self.rnn_stack:
             h = rnn(h, mask, feats.new_zeros(B, rnn.hidden))
             h = h * mask[:, :, None].to(h.dtype)
-        r = self.row_conv.compute(F.pad(h, (0, 0, 0, self.row_conv.tau)))
-        return self.head(r), n
+        return self.row_conv.compute(F.pad(h, (0, 0, 0, self.row_conv.tau))), n
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

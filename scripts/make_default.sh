@@ -30,6 +30,10 @@
 #                                         # re-running the same line resumes (runs/big)
 #   bash scripts/make_default.sh wide     # models/default widened to 3 x GRU 512 (the same
 #                                         # function at step 0), on real1's data (runs/wide)
+#   bash scripts/make_default.sh teacher  # Whisper tiny.en's encoder targets (data/teacher)
+#   bash scripts/make_default.sh distill  # from models/default with the teacher's loss beside
+#                                         # CTC (runs/distill); `control` is the same without
+#                                         # it, run beside it (runs/control)
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate` (RUN=runs/real1
 #                                         # B=runs/real1/candidate R=runs/real1/results builds
 #                                         # and measures a candidate without touching models/)
@@ -141,6 +145,22 @@ case "${1:-}" in
       --dev data/corpus/dev.jsonl" NET="${NET/--rnn-hidden 384/--rnn-hidden 512}" \
       from_default runs/wide "${LR:-3e-4}" "${BUDGET_S:-5400}" 600 --model-config scripts/lifter.json \
       --ema-decay 0.998 --precision "${PRECISION:-bf16}"
+    ;;
+  teacher)
+    # Whisper tiny.en's encoder frames for every training file (training/teacher.py; ~9 min
+    # on 2 cores for the 11 h corpus and her train prompts, 1.6 GB in data/teacher)
+    $H teacher --manifest data/corpus/train.jsonl data/asterisk/train.jsonl --out data/teacher
+    ;;
+  distill|control)
+    # the same stretch from models/default twice, side by side on one machine (one torch
+    # thread each): `distill` adds the teacher's loss (weight W), `control` is the budget
+    # without it; re-running the same line resumes (runs/distill, runs/control)
+    extra=()
+    [ "$1" = distill ] && extra=(--teacher data/teacher --distill-weight "${W:-0.5}")
+    DATA="--train data/corpus/train.jsonl ${KOKORO-data/kokoro/train.jsonl} data/asterisk/train.jsonl*8
+      --dev data/corpus/dev.jsonl" \
+      from_default "runs/$1" "${LR:-3e-4}" "${BUDGET_S:-4800}" 600 --model-config scripts/lifter.json \
+      --ema-decay 0.998 --precision "${PRECISION:-bf16}" --threads "${THREADS:-1}" "${extra[@]}"
     ;;
   finish)
     mkdir -p $B $R

@@ -49,8 +49,10 @@ from models.metrics import error_rates, greedy_decode
 from training.augment import TRAINING_AUGMENT
 from training.batching import STRATEGIES, BatchConfig, BatchSampler, padding_ratio
 from training.data import Batch, DataConfig, SpeechDataset, collate, load_audio
+from training.distill import Distilled, distill_losses
 from training.grow import widen
 from training.pause import PauseClock
+from training.teacher import TeacherTargets
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,8 @@ class TrainConfig:
     init_from: str = ""  # a bundle to fine-tune (same model config); "" starts from scratch
     calibration_utterances: int = 64  # training utterances that re-derive its BatchNorm
     ema_decay: float = 0.0  # > 0: score and export a moving average of the weights (see ema_rate)
+    teacher: str = ""  # `harken teacher` targets: distil them into the hidden state (distill.py)
+    distill_weight: float = 0.0  # the distillation loss's weight beside CTC's (with teacher)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -84,6 +88,11 @@ class TrainConfig:
             raise ValueError(f"lr and grad_clip must be > 0, got {self.lr} and {self.grad_clip}")
         if min(self.epochs, self.checkpoint_every) < 1:
             raise ValueError("epochs and checkpoint_every must be >= 1")
+        if bool(self.teacher) != (self.distill_weight > 0):
+            raise ValueError(
+                "teacher and distill_weight go together: a teacher's targets directory and a "
+                f"weight > 0, or neither (got {self.teacher!r} and {self.distill_weight})"
+            )
 
 
 @dataclass
@@ -191,10 +200,23 @@ class Trainer:
         self.dist = setup_distributed(device)
         torch.manual_seed(cfg.seed)
         aug = TRAINING_AUGMENT if cfg.augment else None
-        self.train_set = SpeechDataset(train, DataConfig(model_cfg.features, aug, cfg.seed))
+        self.teacher = TeacherTargets(cfg.teacher) if cfg.teacher else None
+        data_cfg = DataConfig(
+            model_cfg.features, aug, cfg.seed, self.teacher, model_cfg.time_stride
+        )
+        self.train_set = SpeechDataset(train, data_cfg)
         self.dev = dev
         self.model = DS2(model_cfg).to(self.dist.device)
         self.ddp: torch.nn.Module = self.model
+        # distillation's projection into the teacher's space: trained, checkpointed, not exported
+        self.projection: torch.nn.Linear | None = None
+        if self.teacher is not None:
+            self.projection = torch.nn.Linear(model_cfg.rnn_hidden, self.teacher.dim)
+            self.projection.to(self.dist.device)
+            self.ddp = Distilled(self.model, self.projection)
+            if not self.teacher.covers(train):
+                raise ValueError(f"{cfg.teacher} has targets for none of the training audio")
+        self.distill_loss = 0.0  # the last step's mean per-utterance distillation loss
         self.ema: DS2 | None = None  # the moving average of the weights, when cfg.ema_decay
         self.optimizer = self._optimizer()
         self.sampler = BatchSampler(
@@ -209,17 +231,22 @@ class Trainer:
             "cuda", enabled=cfg.precision == "fp16" and self.dist.device.type == "cuda"
         )
 
+    def _trained(self) -> list[torch.nn.Parameter]:
+        """Every parameter the optimiser steps: the model's and distillation's projection."""
+        extra = list(self.projection.parameters()) if self.projection is not None else []
+        return [*self.model.parameters(), *extra]
+
     def _optimizer(self) -> torch.optim.Optimizer:
         c = self.cfg
         if c.optimizer == "sgd":
             return torch.optim.SGD(
-                self.model.parameters(),
+                self._trained(),
                 lr=c.lr,
                 momentum=c.momentum,
                 nesterov=True,
                 weight_decay=c.weight_decay,
             )
-        return torch.optim.AdamW(self.model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
+        return torch.optim.AdamW(self._trained(), lr=c.lr, weight_decay=c.weight_decay)
 
     # -- checkpoints -------------------------------------------------------------------------
 
@@ -236,6 +263,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict(),
             "ema": self.ema.state_dict() if self.ema is not None else None,
+            "projection": self.projection.state_dict() if self.projection is not None else None,
             "progress": dataclasses.asdict(self.progress),
             "model_config": self.model.config.to_dict(),
             "train_config": dataclasses.asdict(self.cfg),
@@ -255,7 +283,14 @@ class Trainer:
             raise ValueError(
                 f"{self.checkpoint_path} was trained with another model config; use a new --out"
             )
+        if (self.projection is not None) != (state.get("projection") is not None):
+            raise ValueError(
+                f"{self.checkpoint_path} was trained {'with' if state.get('projection') is not None else 'without'}"
+                " a teacher; resume it with the same --teacher, or use a new --out"
+            )
         self.model.load_state_dict(state["model"])
+        if self.projection is not None:
+            self.projection.load_state_dict(state["projection"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
         if self.cfg.ema_decay > 0 and state.get("ema") is not None:
@@ -316,9 +351,8 @@ class Trainer:
                 self.cfg, self.progress.step, self.total_steps, self.progress.train_seconds
             )
         with self._autocast():
-            log_probs, out_lens = self.ddp(
-                batch.feats.to(dev, non_blocking=True), batch.feat_lengths.to(dev)
-            )
+            outputs = self.ddp(batch.feats.to(dev, non_blocking=True), batch.feat_lengths.to(dev))
+        log_probs, out_lens = outputs[0], outputs[1]
         losses = F.ctc_loss(
             log_probs.float().transpose(0, 1),
             batch.labels.to(dev),
@@ -330,11 +364,18 @@ class Trainer:
         )
         # DDP averages gradients over ranks, so each shard's summed loss is scaled by
         # world / global batch: shards of unequal size then weigh every utterance alike.
-        loss = losses.sum() * self.dist.world / max(self._global_batch(len(batch.indices)), 1)
+        total = losses.sum()
+        if self.projection is not None:
+            if batch.teacher is None:
+                raise ValueError("a distilling run got a batch without teacher targets")
+            distill = distill_losses(outputs[2], batch.teacher.to(dev), out_lens)
+            total = total + self.cfg.distill_weight * distill.sum()
+            self.distill_loss = float(distill.detach().mean())
+        loss = total * self.dist.world / max(self._global_batch(len(batch.indices)), 1)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()  # type: ignore[no-untyped-call]
         self.scaler.unscale_(self.optimizer)
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        torch.nn.utils.clip_grad_norm_(self._trained(), self.cfg.grad_clip)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self._update_average()
@@ -406,7 +447,7 @@ class Trainer:
             # a fresh run, or one that switches averaging on at a resume: the average starts here
             self.ema = self._average_of_model()
         if self.dist.world > 1:
-            self.ddp = DistributedDataParallel(self.model)
+            self.ddp = DistributedDataParallel(self.ddp)
         p = self.progress
         while p.epoch < self.cfg.epochs and not self._should_stop():
             self._run_epoch()
@@ -470,6 +511,7 @@ class Trainer:
                         "step": p.step,
                         "epoch": p.epoch,
                         "loss": loss,
+                        **({"distill_loss": self.distill_loss} if self.projection else {}),
                         "lr": self.optimizer.param_groups[0]["lr"],
                         "audio_s_per_s": rate,
                     }
@@ -551,6 +593,11 @@ def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
         if trainer.train_set.cfg.augment
         else "none",
     }
+    if trainer.teacher is not None:
+        provenance["distillation"] = (
+            f"{trainer.teacher.name}, cosine on the row-conv output, weight "
+            f"{trainer.cfg.distill_weight:g}"
+        )
     if trainer.cfg.init_from:  # what the fine-tuned bundle had behind it, by value
         provenance["fine_tuned_from"] = trainer.cfg.init_from
         stages = lineage(read_bundle_config(trainer.cfg.init_from).get("provenance", {}))
@@ -609,6 +656,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=32, help="global batch (all ranks)")
     p.add_argument("--bins", type=int, default=64, help="alternated sorting bins / buckets")
     p.add_argument("--sortagrad", type=_bool, default=True, help="first epoch sorted by length")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads per process (0: the cores, shared among torchrun's ranks); set 1 "
+        "each when two runs share a machine, since oversubscribed threads wait on each other",
+    )
 
 
 def read_training_manifests(specs: Sequence[str]) -> list[Utterance]:
@@ -645,7 +699,8 @@ def main(args: argparse.Namespace) -> int:
     if torch.cuda.is_available():
         torch.backends.cuda.matmul.allow_tf32 = True  # fp32 training at TF32 matmul speed
         torch.backends.cudnn.allow_tf32 = True
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("WORLD_SIZE", "1"))))
+    cores = len(os.sched_getaffinity(0))
+    torch.set_num_threads(args.threads or max(1, cores // int(os.environ.get("WORLD_SIZE", "1"))))
     try:  # flags first, so a bad one is named before any data is read
         cfg = TrainConfig(
             **{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
@@ -664,6 +719,11 @@ def main(args: argparse.Namespace) -> int:
             f"{len(train)} utterances, {trainer.steps_per_epoch} steps/epoch, padding ratio {pad:.3f}, "
             f"{trainer.model.num_parameters():,} parameters"
         )
+        if trainer.teacher is not None:
+            have = trainer.teacher.covers(train)
+            print(
+                f"teacher targets for {have} of {len(train)} training utterances ({args.teacher})"
+            )
     bundle = Path(args.export or Path(args.out) / "bundle")
     manifests = " ".join(args.train)
     trainer.fit(on_epoch=lambda t: print(f"bundle written to {export(t, bundle, manifests)}"))

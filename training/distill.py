@@ -1,0 +1,42 @@
+"""Distillation from a teacher's encoder: an auxiliary loss beside CTC (training only).
+
+A linear map reads the served network's row-conv output (the hidden state its output layer
+reads, with its 10 frames of look-ahead) and is trained to point where the teacher's
+standardised frame vector points (cosine distance, as DistilHuBERT does). The map is thrown
+away at export: the served model is the plain DS2 network, unchanged in shape and cost. What
+stays is hidden state shaped by a teacher that has heard far more voices than our corpus.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from models.ds2 import DS2
+
+
+class Distilled(nn.Module):
+    """The acoustic model with a projection of its hidden state into the teacher's space."""
+
+    def __init__(self, model: DS2, projection: nn.Linear) -> None:
+        super().__init__()
+        self.model, self.projection = model, projection
+
+    def forward(self, feats: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """-> (log_probs [B, T', V], out_lengths [B], predicted teacher frames [B, T', D])."""
+        r, n = self.model.encode(feats, lengths)
+        return self.model.head(r), n, self.projection(r)
+
+
+def distill_losses(predicted: Tensor, targets: Tensor, out_lengths: Tensor) -> Tensor:
+    """Per-utterance summed cosine distance [B] over frames that have a target: frames past
+    an utterance's length, and target rows that are NaN (past the teacher's end, or an
+    utterance with no targets at all), add nothing. Summed over frames like CTC's loss, so a
+    weight of 1 gives both terms a similar scale."""
+    t = min(predicted.shape[1], targets.shape[1])
+    predicted, targets = predicted[:, :t].float(), targets[:, :t]
+    have = ~torch.isnan(targets).any(-1)
+    have &= torch.arange(t, device=targets.device)[None, :] < out_lengths[:, None]
+    cos = F.cosine_similarity(predicted, torch.nan_to_num(targets), dim=-1, eps=1e-6)
+    return ((1.0 - cos) * have).sum(1)
