@@ -34,6 +34,8 @@
 #   bash scripts/make_default.sh distill  # from models/default with the teacher's loss beside
 #                                         # CTC (runs/distill); `control` is the same without
 #                                         # it, run beside it (runs/control)
+#   bash scripts/make_default.sh scratch-distill # the same A/B from scratch, 3 x GRU 384, for
+#                                         # 25 min each (runs/scratch-*; scratch-control beside)
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate` (RUN=runs/real1
 #                                         # B=runs/real1/candidate R=runs/real1/results builds
 #                                         # and measures a candidate without touching models/)
@@ -162,6 +164,18 @@ case "${1:-}" in
       from_default "runs/$1" "${LR:-3e-4}" "${BUDGET_S:-4800}" 600 --model-config scripts/lifter.json \
       --ema-decay 0.998 --precision "${PRECISION:-bf16}" --threads "${THREADS:-1}" "${extra[@]}"
     ;;
+  scratch-distill|scratch-control)
+    # the same A/B from nothing: do the teacher's dense targets get a new network past CTC's
+    # blank plateau (where `big` stalled) sooner? Raw weights scored on 100 dev utterances
+    extra=()
+    [ "$1" = scratch-distill ] && extra=(--teacher data/teacher --distill-weight "${W:-0.5}")
+    # shellcheck disable=SC2086  # NET is a flag list
+    $H train --train data/corpus/train.jsonl data/asterisk/train.jsonl*8 \
+      --dev data/corpus/dev.jsonl --dev-limit 100 $NET --model-config scripts/lifter.json \
+      --out "runs/$1" --precision bf16 --batch-size 16 --lr 1e-3 --warmup-steps 300 \
+      --epochs 100 --time-budget-s "${BUDGET_S:-1500}" --workers 1 --checkpoint-every 200 \
+      --dev-every 200 --strategy alternated --threads "${THREADS:-1}" "${extra[@]}"
+    ;;
   finish)
     mkdir -p $B $R
     cp $RUN/bundle/model.safetensors $RUN/bundle/config.json $B/
@@ -197,6 +211,6 @@ case "${1:-}" in
       --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|real1|wide|big|finish|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|real1|wide|big|teacher|distill|control|scratch-distill|scratch-control|finish|evaluate" >&2; exit 2
     ;;
 esac

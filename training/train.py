@@ -283,10 +283,11 @@ class Trainer:
             raise ValueError(
                 f"{self.checkpoint_path} was trained with another model config; use a new --out"
             )
-        if (self.projection is not None) != (state.get("projection") is not None):
+        distilled = state.get("projection") is not None
+        if (self.projection is not None) != distilled:
             raise ValueError(
-                f"{self.checkpoint_path} was trained {'with' if state.get('projection') is not None else 'without'}"
-                " a teacher; resume it with the same --teacher, or use a new --out"
+                f"{self.checkpoint_path} was trained {'with' if distilled else 'without'} a "
+                "teacher; resume it with the same --teacher, or use a new --out"
             )
         self.model.load_state_dict(state["model"])
         if self.projection is not None:

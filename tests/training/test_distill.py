@@ -21,7 +21,7 @@ from models.manifest import Utterance, write_manifest
 from tests.training.test_train import MODEL, Recording, make_corpus, train_config
 from training.augment import AugmentConfig
 from training.batching import BatchConfig
-from training.data import DataConfig, SpeechDataset, collate
+from training.data import Batch, DataConfig, SpeechDataset, collate
 from training.distill import distill_losses
 from training.teacher import (
     FRAME_SAMPLES,
@@ -119,7 +119,7 @@ def test_every_example_gets_one_target_per_output_frame(tmp_path: Path) -> None:
 class Distilling(Recording):
     """Also records each step's distillation loss."""
 
-    def train_step(self, batch):  # type: ignore[no-untyped-def]
+    def train_step(self, batch: Batch) -> float:
         loss = super().train_step(batch)
         self.distilled = [*getattr(self, "distilled", []), self.distill_loss]
         return loss
