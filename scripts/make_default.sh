@@ -166,13 +166,14 @@ case "${1:-}" in
     ;;
   scratch-distill|scratch-control)
     # the same A/B from nothing: do the teacher's dense targets get a new network past CTC's
-    # blank plateau (where `big` stalled) sooner? Raw weights scored on 100 dev utterances
+    # blank plateau (where `big` stalled) sooner? Raw weights scored on 100 dev utterances;
+    # OUT names another run directory (a second pair, W=2 against a second control)
     extra=()
     [ "$1" = scratch-distill ] && extra=(--teacher data/teacher --distill-weight "${W:-0.5}")
     # shellcheck disable=SC2086  # NET is a flag list
     $H train --train data/corpus/train.jsonl data/asterisk/train.jsonl*8 \
       --dev data/corpus/dev.jsonl --dev-limit 100 $NET --model-config scripts/lifter.json \
-      --out "runs/$1" --precision bf16 --batch-size 16 --lr 1e-3 --warmup-steps 300 \
+      --out "${OUT:-runs/$1}" --precision bf16 --batch-size 16 --lr 1e-3 --warmup-steps 300 \
       --epochs 100 --time-budget-s "${BUDGET_S:-1500}" --workers 1 --checkpoint-every 200 \
       --dev-every 200 --strategy alternated --threads "${THREADS:-1}" "${extra[@]}"
     ;;
