@@ -26,6 +26,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "corpus.prepare",
         "turn a corpus you have (LibriSpeech, Common Voice, Kaldi, CSV, Asterisk) into manifests",
     ),
+    "lm-text": (
+        "corpus.lm_text",
+        "general English (WordNet's glosses) for the LM, held-out text filtered out",
+    ),
     "eval": ("evaluation.cli_eval", "WER/CER of a bundle on a manifest, greedy and with the LM"),
     "build-lm": ("decoder.build", "build a KenLM n-gram (word or character) for decoding"),
     "tune-lm": ("evaluation.cli_tune", "search LM weight and insertion bonus on a dev manifest"),

@@ -1,6 +1,7 @@
 """`harken build-lm`: a pruned, quantised KenLM n-gram (word or character) for the decoder.
 
     harken build-lm --text data/corpus/lm_text.txt --order 4 --prune 0 1 1 --out models/default
+    harken build-lm --text data/corpus/lm_text.txt*3 data/lm/wordnet.txt --out runs/my/bundle
 
 writes OUT/lm.binary (trie, 8-bit quantised), OUT/unigrams.txt (the vocabulary, for the
 partial-word check) and OUT/decoder.json. The first run compiles KenLM's lmplz and
@@ -12,7 +13,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from decoder.beam import DecoderConfig
@@ -25,7 +26,12 @@ SPECIAL = {"<s>", "</s>", "<unk>"}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--text", type=Path, required=True, help="normalised text, a sentence a line"
+        "--text",
+        nargs="+",
+        required=True,
+        metavar="FILE[*N]",
+        help="normalised text, a sentence a line; several files are joined, and '*N' counts "
+        "one N times (in-domain text weighed against a larger general one)",
     )
     parser.add_argument("--out", type=Path, required=True, help="directory for the LM files")
     parser.add_argument("--order", type=int, default=4, help="n-gram order (KenLM allows <= 6)")
@@ -45,13 +51,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if not args.text.is_file():
-        raise SystemExit(f"--text {args.text} does not exist")
+    try:
+        texts = [weighted_text(spec) for spec in args.text]
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
     if not 2 <= args.order <= 6:
         raise SystemExit(f"--order must be in 2..6 (KenLM's build limit), got {args.order}")
     args.out.mkdir(parents=True, exist_ok=True)
     build_lm(
-        args.text,
+        texts,
         args.out,
         args.order,
         args.prune,
@@ -67,8 +75,18 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def weighted_text(spec: str) -> tuple[Path, int]:
+    """`FILE[*N]` as (path, N); the file must exist and N be at least 1."""
+    path, _, times = spec.rpartition("*") if "*" in spec else (spec, "", "1")
+    if not times.isdigit() or int(times) < 1:
+        raise ValueError(f"--text {spec!r}: the repeat count after '*' must be 1 or more")
+    if not Path(path).is_file():
+        raise ValueError(f"--text {path} does not exist")
+    return Path(path), int(times)
+
+
 def build_lm(
-    text: Path,
+    texts: Path | Sequence[tuple[Path, int]],
     out: Path,
     order: int,
     prune: list[int],
@@ -77,11 +95,16 @@ def build_lm(
     memory: str = "512M",
     kenlm_dir: Path = DEFAULT_CACHE,
 ) -> None:
-    """Estimate an ARPA with lmplz, then write lm.binary and unigrams.txt into `out`."""
+    """Estimate an ARPA with lmplz over the texts (each repeated its count of times), then
+    write lm.binary and unigrams.txt into `out`."""
+    sources = [(texts, 1)] if isinstance(texts, Path) else list(texts)
     tools = ensure_tools(kenlm_dir)
     with tempfile.TemporaryDirectory() as tmp:
         corpus, arpa = Path(tmp) / "corpus.txt", Path(tmp) / "lm.arpa"
-        corpus.write_text("".join(line + "\n" for line in lm_tokens(_lines(text), unit)))
+        with corpus.open("w") as f:
+            for text, times in sources:
+                block = "".join(line + "\n" for line in lm_tokens(_lines(text), unit))
+                f.write(block * times)
         lmplz = [str(tools.lmplz), "-o", str(order), "-S", memory, "-T", tmp]
         lmplz += ["--discount_fallback", *_prune_args(prune, order)]
         with corpus.open() as src, arpa.open("w") as dst:

@@ -1,9 +1,11 @@
 """A bundle's CARD.md from what was measured: the corpus statistics `harken synth` (and
 `harken prepare`) wrote, the provenance `harken train` stored in config.json, and
-`harken eval` reports on dev and test, with the peer recognisers' rows when they were scored.
+`harken eval` reports on dev and test, with the peer recognisers' rows when they were scored,
+and the bundle's decoder.json, unigrams.txt and the `harken lm-text` reports of its LM text.
 
     python -m models.card --bundle models/default --corpus-stats data/corpus/stats.json \
-        --eval dev=eval_dev.json --eval test=eval_test.json
+        --eval dev=eval_dev.json --eval test=eval_test.json \
+        --lm-text "WordNet's glosses=data/lm/wordnet.report.json"
 
 Every number on the card comes from one of those files; nothing is typed in by hand.
 """
@@ -99,11 +101,43 @@ def provenance_lines(prov: dict[str, Any]) -> list[str]:
     return lines
 
 
+def language_model_lines(
+    decoder: dict[str, Any],
+    vocabulary: int,
+    lm_bytes: int,
+    corpus_sentences: int | None,
+    lm_text: dict[str, dict[str, Any]],
+) -> list[str]:
+    """The LM section: what the decoder reads, from which text, at which weight."""
+    cfg = decoder.get("config", {})
+    lines = [
+        "## Language model",
+        f"- KenLM {decoder.get('order')}-gram over {decoder.get('unit', 'word')}s, "
+        f"{vocabulary:,} words, {lm_bytes / 1e6:.1f} MB",
+    ]
+    if corpus_sentences is not None:
+        lines.append(
+            f"- text: the corpus's {corpus_sentences:,} fortune sentences that dev and test do not use"
+        )
+    for name, report in lm_text.items():
+        lines.append(
+            f"- text: {name}, {report['kept']:,} sentences, {report['words']:,} words, "
+            f"{report['vocabulary']:,} distinct (none sharing {report['ngram']} words with "
+            f"{len(report['held_out'])} held-out manifests)"
+        )
+    lines.append(
+        f"- weight {cfg.get('alpha')}, insertion bonus {cfg.get('beta')} (`harken tune-lm` on "
+        f"dev), beam {cfg.get('beam_width')}"
+    )
+    return lines
+
+
 def card(
     meta: dict[str, Any],
     stats: dict[str, Any],
     evals: dict[str, dict[str, Any]],
     extra_data: dict[str, dict[str, Any]] | None = None,
+    language_model: list[str] | None = None,
 ) -> str:
     cfg = ModelConfig.from_dict(meta["model"])
     prov = meta.get("provenance", {})
@@ -150,6 +184,8 @@ def card(
         lines += [f"- {name}: " + _extra(extra)]
     lines += ["", "## Training"]
     lines += provenance_lines(prov)
+    if language_model:
+        lines += ["", *language_model]
     lines += ["", "## Accuracy (`harken eval`)"]
     for split, report in evals.items():
         lines.append(f"- {split} ({report['utterances']} utterances): " + "; ".join(_rates(report)))
@@ -168,6 +204,12 @@ def main() -> int:
         default=[],
         help="NAME=stats.json or prepare_report.json of a further training source (repeatable)",
     )
+    p.add_argument(
+        "--lm-text",
+        action="append",
+        default=[],
+        help="NAME=report.json of `harken lm-text`, a further text the LM was built from",
+    )
     args = p.parse_args()
     meta = json.loads((args.bundle / "config.json").read_text())
     stats = json.loads(args.corpus_stats.read_text())
@@ -179,7 +221,22 @@ def main() -> int:
     for item in args.extra_data:
         name, _, path = item.partition("=")
         extra[name] = json.loads(Path(path).read_text())
-    (args.bundle / "CARD.md").write_text(card(meta, stats, evals, extra))
+    language_model = None
+    if (args.bundle / "decoder.json").is_file():
+        decoder = json.loads((args.bundle / "decoder.json").read_text())
+        unigrams = (args.bundle / decoder["unigrams"]).read_text().split()
+        texts = {}
+        for item in args.lm_text:
+            name, _, path = item.partition("=")
+            texts[name] = json.loads(Path(path).read_text())
+        language_model = language_model_lines(
+            decoder,
+            len(unigrams),
+            (args.bundle / decoder["lm"]).stat().st_size,
+            stats.get("lm_sentences"),
+            texts,
+        )
+    (args.bundle / "CARD.md").write_text(card(meta, stats, evals, extra, language_model))
     print((args.bundle / "CARD.md").read_text())
     return 0
 

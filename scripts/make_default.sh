@@ -34,11 +34,14 @@
 #   bash scripts/make_default.sh distill  # from models/default with the teacher's loss beside
 #                                         # CTC (runs/distill); `control` is the same without
 #                                         # it, run beside it (runs/control)
+#   bash scripts/make_default.sh gentle   # from models/default at a low peak rate, 130 min on
+#                                         # one thread (runs/gentle)
 #   bash scripts/make_default.sh scratch-distill # the same A/B from scratch, 3 x GRU 384, for
 #                                         # 25 min each (runs/scratch-*; scratch-control beside)
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate` (RUN=runs/real1
 #                                         # B=runs/real1/candidate R=runs/real1/results builds
 #                                         # and measures a candidate without touching models/)
+#   bash scripts/make_default.sh lm       # the LM: fortunes beside WordNet's glosses, into B
 #   bash scripts/make_default.sh evaluate # speaker-warp factors, alpha/beta, dev/test eval, CARD.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -164,6 +167,15 @@ case "${1:-}" in
       from_default "runs/$1" "${LR:-3e-4}" "${BUDGET_S:-4800}" 600 --model-config scripts/lifter.json \
       --ema-decay 0.998 --precision "${PRECISION:-bf16}" --threads "${THREADS:-1}" "${extra[@]}"
     ;;
+  gentle)
+    # another stretch from models/default on real1's data at a third of control's peak rate
+    # (control's re-warm at 3e-4 tripled the loss and never won it back), the cosine over
+    # BUDGET_S (7800 s) on one thread; re-running the same line resumes (runs/gentle)
+    DATA="--train data/corpus/train.jsonl ${KOKORO-data/kokoro/train.jsonl} data/asterisk/train.jsonl*8
+      --dev data/corpus/dev.jsonl" \
+      from_default runs/gentle "${LR:-1e-4}" "${BUDGET_S:-7800}" 600 --model-config scripts/lifter.json \
+      --ema-decay 0.998 --precision "${PRECISION:-bf16}" --threads "${THREADS:-1}"
+    ;;
   scratch-distill|scratch-control)
     # the same A/B from nothing: do the teacher's dense targets get a new network past CTC's
     # blank plateau (where `big` stalled) sooner? Raw weights scored on 100 dev utterances;
@@ -184,9 +196,17 @@ case "${1:-}" in
     for f in lm.binary unigrams.txt decoder.json; do
       [ -f $B/$f ] || cp models/default/$f $B/
     done
-    [ -f $B/lm.binary ] || $H build-lm --text data/corpus/lm_text.txt --order 4 \
-      --prune 0 0 1 --quantize 8 --out $B
+    [ -f $B/lm.binary ] || "$0" lm
     "$0" evaluate
+    ;;
+  lm)
+    # the LM into B: the corpus's unused fortune sentences, counted three times, beside
+    # WordNet's glosses (general English; text sharing six words with a held-out transcript
+    # is left out); `evaluate` then re-tunes its weight
+    $H lm-text --out data/lm/wordnet.txt --held-out data/corpus/dev.jsonl \
+      data/corpus/test.jsonl data/asterisk/dev.jsonl data/asterisk/test.jsonl
+    $H build-lm --text 'data/corpus/lm_text.txt*3' data/lm/wordnet.txt --order 4 \
+      --prune 0 0 1 --quantize 8 --out $B
     ;;
   evaluate)
     # speaker adaptation first: the LM weight is tuned on the outputs the server will decode
@@ -209,7 +229,8 @@ case "${1:-}" in
       --eval dev=$R/default_eval_dev.json --eval test=$R/default_eval_test.json \
       --eval "real dev (Asterisk prompts)=$R/default_eval_real_dev.json" \
       --eval "real test (Asterisk prompts; her train split was trained on: adaptation to her)=$R/default_eval_real_test.json" \
-      --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json"
+      --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json" \
+      --lm-text "WordNet's glosses=data/lm/wordnet.report.json"
     ;;
   *)
     echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|real1|wide|big|teacher|distill|control|scratch-distill|scratch-control|finish|evaluate" >&2; exit 2

@@ -24,7 +24,8 @@ if [ "$PURPOSE" != --serve ]; then
              cmake libboost-program-options-dev libboost-system-dev libboost-thread-dev
              libboost-test-dev  # KenLM's lmplz and build_binary, for harken build-lm
              wine64 gcc-mingw-w64-x86-64  # RHVoice: its Windows DLL under wine, our front end
-             asterisk-core-sounds-en-g722 asterisk-core-sounds-en)  # real speech: prepare asterisk
+             asterisk-core-sounds-en-g722 asterisk-core-sounds-en  # real speech: prepare asterisk
+             wordnet-base)  # general English for the LM: harken lm-text
   EXTRAS="[synth,peers,bench]"
 fi
 if [ "$PURPOSE" = --test ]; then

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from models.card import card
+from models.card import card, language_model_lines
 from models.config import ModelConfig
 
 
@@ -45,3 +45,27 @@ def test_further_training_sources_are_listed() -> None:
     text = card(_meta(), {}, {}, {"real speech": prepared, "kokoro": synth})
     assert "- real speech: train 293 utterances, 0.11 h (asterisk)" in text
     assert "- kokoro: train 7 utterances, 0.5 h; kokoro: 1 voice(s)" in text
+
+
+def test_the_language_model_and_its_texts_are_described() -> None:
+    decoder = {
+        "order": 4,
+        "unit": "word",
+        "config": {"alpha": 0.59, "beta": 1.48, "beam_width": 192},
+    }
+    wordnet = {
+        "kept": 168253,
+        "words": 1444238,
+        "vocabulary": 52702,
+        "held_out": ["dev.jsonl", "test.jsonl"],
+        "ngram": 6,
+    }
+    lines = language_model_lines(decoder, 58924, 7_516_338, 26333, {"WordNet's glosses": wordnet})
+    text = card(_meta(), {}, {}, None, lines)
+    assert "## Language model\n- KenLM 4-gram over words, 58,924 words, 7.5 MB" in text
+    assert "- text: the corpus's 26,333 fortune sentences that dev and test do not use" in text
+    assert (
+        "- text: WordNet's glosses, 168,253 sentences, 1,444,238 words, 52,702 distinct "
+        "(none sharing 6 words with 2 held-out manifests)" in text
+    )
+    assert "- weight 0.59, insertion bonus 1.48 (`harken tune-lm` on dev), beam 192" in text

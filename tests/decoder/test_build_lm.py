@@ -1,0 +1,49 @@
+"""`harken build-lm` with real lmplz/build_binary (built by scripts/setup.sh) on tiny texts."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import kenlm
+import pytest
+
+from decoder import build
+
+CATS = ["the cat sat on the mat", "a cat sat on a hat", "the cat ate the rat"]
+DOGS = ["the dog ran to the park", "a dog ran after the ball", "the dog ate the bone"]
+
+
+def _run(*argv: str | Path) -> int:
+    parser = argparse.ArgumentParser()
+    build.add_arguments(parser)
+    return build.main(parser.parse_args([str(a) for a in argv]))
+
+
+def _score(bundle: Path, sentence: str) -> float:
+    return kenlm.Model(str(bundle / "lm.binary")).score(sentence)
+
+
+def test_a_repeated_text_weighs_more_and_both_vocabularies_are_kept(tmp_path: Path) -> None:
+    cats, dogs = tmp_path / "cats.txt", tmp_path / "dogs.txt"
+    cats.write_text("".join(s + "\n" for s in CATS))
+    dogs.write_text("".join(s + "\n" for s in DOGS))
+    even, heavy = tmp_path / "even", tmp_path / "heavy"
+    assert _run("--text", cats, dogs, "--order", "3", "--prune", "0", "--out", even) == 0
+    assert _run("--text", f"{cats}*4", dogs, "--order", "3", "--prune", "0", "--out", heavy) == 0
+    assert _score(heavy, "the cat sat") > _score(even, "the cat sat")
+    assert _score(heavy, "the dog ran") < _score(even, "the dog ran")
+    words = set((heavy / "unigrams.txt").read_text().split())
+    assert {"cat", "mat", "dog", "bone"} <= words
+    assert (heavy / "decoder.json").is_file()
+
+
+def test_missing_text_and_bad_repeat_count_are_refused(tmp_path: Path) -> None:
+    text = tmp_path / "t.txt"
+    text.write_text("one two three\n")
+    with pytest.raises(SystemExit, match="does not exist"):
+        _run("--text", tmp_path / "none.txt", "--out", tmp_path / "a")
+    for bad in (f"{text}*0", f"{text}*x"):
+        with pytest.raises(SystemExit, match="repeat count"):
+            _run("--text", bad, "--out", tmp_path / "b")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
