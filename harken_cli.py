@@ -28,7 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "lm-text": (
         "corpus.lm_text",
-        "general English (WordNet's glosses) for the LM, held-out text filtered out",
+        "LM text from WordNet's glosses or your own raw text; held-out text left out",
     ),
     "eval": ("evaluation.cli_eval", "WER/CER of a bundle on a manifest, greedy and with the LM"),
     "build-lm": ("decoder.build", "build a KenLM n-gram (word or character) for decoding"),

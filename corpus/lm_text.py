@@ -1,11 +1,17 @@
-"""`harken lm-text`: general English for the language model, beside the corpus's own sentences.
+"""`harken lm-text`: text for the language model, normalised as transcripts are.
 
-The corpus's `lm_text.txt` holds the fortune sentences that dev and test do not use, about
-300,000 words and 22,000 distinct ones, so every other word a person says is out of the LM's
-vocabulary and the decoder can only spell it. WordNet's glosses and usage examples (Debian's
-`wordnet-base`, 1.5 million words of plain definitions like "a person who is fond of
-company") widen the vocabulary roughly fivefold. `harken build-lm --text lm_text.txt*3
-wordnet.txt` keeps the in-domain sentences the heavier side of the mixture.
+The corpus's `lm_text.txt` holds the fortune sentences that dev and test do not use: about
+300,000 words, 22,600 distinct ones. Any other word a person says is out of the LM's
+vocabulary, and the decoder can only spell it. Two sources widen it:
+
+- `--wordnet`: WordNet's glosses and usage examples (Debian's `wordnet-base`, 1.4 million
+  words of plain definitions like "a person who is fond of company"). With them the LM knows
+  58,900 words.
+- `--text FILE`: your own raw text, a sentence or a paragraph a line (`--wrapped`: prose
+  whose paragraphs end at blank lines), split into sentences.
+
+`harken build-lm --text lm_text.txt*3 wordnet.txt` keeps the in-domain sentences the heavier
+side of the mixture.
 
 Every sentence goes through `corpus.text.normalise`, as transcripts do. A sentence that shares
 any run of `NGRAM` words with a held-out transcript (`--held-out`: the dev and test manifests),
@@ -21,6 +27,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 
 from corpus.fortunes import split_sentences
@@ -38,8 +45,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--wordnet",
         type=Path,
-        default=WORDNET_DIR,
-        help=f"WordNet database directory (Debian's wordnet-base: {WORDNET_DIR})",
+        nargs="?",
+        const=WORDNET_DIR,
+        metavar="DIR",
+        help=f"read WordNet's glosses (Debian's wordnet-base; DIR defaults to {WORDNET_DIR})",
+    )
+    parser.add_argument(
+        "--text",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="raw UTF-8 text of your own: a sentence or a paragraph a line",
+    )
+    parser.add_argument(
+        "--wrapped",
+        action="store_true",
+        help="--text is wrapped prose: join lines up to each blank line before splitting",
     )
     parser.add_argument(
         "--held-out",
@@ -51,20 +73,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    files = [args.wordnet / name for name in WORDNET_FILES]
-    missing = [str(f) for f in files if not f.is_file()]
+    if args.wordnet is None and not args.text:
+        raise SystemExit("nothing to read: give --wordnet, --text FILE, or both")
+    files = [args.wordnet / name for name in WORDNET_FILES] if args.wordnet else []
+    missing = [str(f) for f in [*files, *args.text] if not f.is_file()]
     if missing:
-        raise SystemExit(
-            f"WordNet's database is missing ({', '.join(missing)}); install Debian's "
-            "wordnet-base (scripts/setup.sh --synth does) or pass --wordnet"
-        )
+        hint = " (WordNet: install Debian's wordnet-base; setup.sh --synth does)" if files else ""
+        raise SystemExit(f"missing: {', '.join(missing)}{hint}")
     held: list[str] = []
     for manifest in args.held_out:
         try:
             held += [u.text for u in read_manifest(manifest)]
         except (OSError, ValueError) as e:
             raise SystemExit(f"--held-out {manifest}: {e}") from None
-    result = collect(wordnet_glosses(files), HeldOut(held))
+    raw = chain(wordnet_glosses(files), *(paragraphs(path, args.wrapped) for path in args.text))
+    try:
+        result = collect(raw, HeldOut(held))
+    except UnicodeDecodeError as e:
+        raise SystemExit(f"--text: not UTF-8 text ({e})") from None
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("".join(s + "\n" for s in result.sentences), encoding="utf-8")
     report = report_path(args.out)
@@ -95,6 +121,23 @@ def wordnet_glosses(files: Iterable[Path]) -> Iterator[str]:
                     part = part.strip().strip('"').strip()
                     if part:
                         yield part
+
+
+def paragraphs(path: Path, wrapped: bool = False) -> Iterator[str]:
+    """A raw text's lines, or with `wrapped` its blank-line separated paragraphs with their
+    lines joined; either is split into sentences later."""
+    lines: list[str] = []
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip() and not wrapped:
+                yield line.strip()
+            elif line.strip():
+                lines.append(line.strip())
+            elif lines:
+                yield " ".join(lines)
+                lines = []
+    if lines:
+        yield " ".join(lines)
 
 
 class HeldOut:

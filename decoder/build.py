@@ -11,11 +11,13 @@ build_binary (decoder/kenlm_tools.py, a few minutes); later runs reuse them.
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from decoder.alphabet import ENGLISH
 from decoder.beam import DecoderConfig
 from decoder.kenlm_tools import DEFAULT_CACHE, ensure_tools
 from decoder.lm import CHAR_SPACE, Unit
@@ -43,6 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="lmplz --prune: count thresholds per order (unigrams first; 0 keeps all)",
     )
     parser.add_argument("--unit", choices=["word", "char"], default="word", help="LM tokens")
+    parser.add_argument(
+        "--alphabet",
+        default="".join(ENGLISH),
+        help="the characters the text may hold: the acoustic model's symbols (default: "
+        "English a-z, apostrophe, space)",
+    )
     parser.add_argument("--quantize", type=int, default=8, help="bits for probabilities/backoffs")
     parser.add_argument("--memory", default="512M", help="lmplz -S: sorting memory")
     parser.add_argument("--alpha", type=float, default=DecoderConfig.alpha, help="LM weight")
@@ -53,6 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     try:
         texts = [weighted_text(spec) for spec in args.text]
+        for path, _ in texts:
+            check_text(path, args.alphabet)
     except ValueError as e:
         raise SystemExit(str(e)) from None
     if not 2 <= args.order <= 6:
@@ -83,6 +93,24 @@ def weighted_text(spec: str) -> tuple[Path, int]:
     if not Path(path).is_file():
         raise ValueError(f"--text {path} does not exist")
     return Path(path), int(times)
+
+
+def check_text(path: Path, alphabet: str) -> None:
+    """Raise ValueError at the first line with a character outside `alphabet`.
+
+    The decoder only ever asks the LM about words spelled in the model's symbols, so a word
+    with a capital, a digit or punctuation would be dead weight that silently takes
+    probability mass from the words it should have counted as."""
+    outside = re.compile("[^" + re.escape(alphabet) + "\n]")
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, start=1):
+            bad = sorted(set(outside.findall(line)))
+            if bad:
+                raise ValueError(
+                    f"--text {path} line {number}: characters outside the alphabet "
+                    f"({' '.join(repr(c) for c in bad[:8])}); normalise raw text first "
+                    f"(harken lm-text --text {path} --out ...)"
+                )
 
 
 def build_lm(

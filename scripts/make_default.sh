@@ -203,7 +203,7 @@ case "${1:-}" in
     # the LM into B: the corpus's unused fortune sentences, counted three times, beside
     # WordNet's glosses (general English; text sharing six words with a held-out transcript
     # is left out); `evaluate` then re-tunes its weight
-    $H lm-text --out data/lm/wordnet.txt --held-out data/corpus/dev.jsonl \
+    $H lm-text --wordnet --out data/lm/wordnet.txt --held-out data/corpus/dev.jsonl \
       data/corpus/test.jsonl data/asterisk/dev.jsonl data/asterisk/test.jsonl
     $H build-lm --text 'data/corpus/lm_text.txt*3' data/lm/wordnet.txt --order 4 \
       --prune 0 0 1 --quantize 8 --out $B

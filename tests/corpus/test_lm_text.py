@@ -99,3 +99,42 @@ def test_overlap_is_about_whole_words() -> None:
     assert not held.overlaps("a b c d e x f g")  # no run of six
     assert held.overlaps("please go home now")
     assert not held.overlaps("we go homeward")
+
+
+def test_your_own_raw_text_is_normalised_and_split(tmp_path: Path) -> None:
+    raw = tmp_path / "mine.txt"
+    raw.write_text(
+        "Dr. Smith paid $3 for 2 apples. Then he left!\n"
+        "\n"
+        "Our shop opens\n"
+        "at 9 o'clock.\n"
+        "Please call Stella now\n",
+        encoding="utf-8",
+    )
+    held = _manifest(tmp_path / "dev.jsonl", ["then he left"])
+    out = tmp_path / "mine_lm.txt"
+    assert _run("--out", out, "--text", raw, "--held-out", held) == 0
+    assert out.read_text().splitlines() == [
+        "doctor smith paid three dollars for two apples",
+        "our shop opens",
+        "at nine o'clock",
+        "please call stella now",
+    ]
+    wrapped = tmp_path / "wrapped.txt"
+    assert _run("--out", wrapped, "--text", raw, "--wrapped") == 0
+    assert wrapped.read_text().splitlines()[2:] == [
+        "our shop opens at nine o'clock",  # one sentence over two lines
+        "please call stella now",
+    ]
+
+
+def test_nothing_to_read_missing_text_and_binary_text_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="nothing to read"):
+        _run("--out", tmp_path / "x.txt")
+    with pytest.raises(SystemExit, match="missing: .*nope.txt"):
+        _run("--out", tmp_path / "x.txt", "--text", tmp_path / "nope.txt")
+    binary = tmp_path / "b.txt"
+    binary.write_bytes(b"caf\xe9 au lait is nice\n")
+    with pytest.raises(SystemExit, match="not UTF-8"):
+        _run("--out", tmp_path / "x.txt", "--text", binary)
+    assert not (tmp_path / "x.txt").exists()

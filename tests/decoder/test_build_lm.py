@@ -47,3 +47,17 @@ def test_missing_text_and_bad_repeat_count_are_refused(tmp_path: Path) -> None:
         with pytest.raises(SystemExit, match="repeat count"):
             _run("--text", bad, "--out", tmp_path / "b")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_raw_text_is_refused_with_its_line(tmp_path: Path) -> None:
+    text = tmp_path / "raw.txt"
+    text.write_text("the cat sat\nThe dog ran, fast.\n")
+    with pytest.raises(SystemExit, match=r"raw.txt line 2: characters outside the alphabet "):
+        _run("--text", text, "--out", tmp_path / "lm")
+    assert not (tmp_path / "lm").exists()
+    # a model whose symbols include capitals and punctuation may read them
+    alphabet = " 'abcdefghijklmnopqrstuvwxyzTD,."
+    assert (
+        _run("--text", text, "--alphabet", alphabet, "--prune", "0", "--out", tmp_path / "lm") == 0
+    )
+    assert "ran," in (tmp_path / "lm" / "unigrams.txt").read_text().split()
