@@ -37,7 +37,7 @@ from models.manifest import read_manifest
 WORDNET_DIR = Path("/usr/share/wordnet")  # Debian's wordnet-base
 WORDNET_FILES = ("data.noun", "data.verb", "data.adj", "data.adv")
 NGRAM = 6  # shared word runs this long or longer count as the held-out text itself
-MIN_WORDS, MAX_WORDS = 3, 40
+MIN_WORDS, MAX_WORDS = 3, 40  # words a kept sentence has (your own text: from one word)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -86,9 +86,12 @@ def main(args: argparse.Namespace) -> int:
             held += [u.text for u in read_manifest(manifest)]
         except (OSError, ValueError) as e:
             raise SystemExit(f"--held-out {manifest}: {e}") from None
-    raw = chain(wordnet_glosses(files), *(paragraphs(path, args.wrapped) for path in args.text))
+    held_out = HeldOut(held)
+    # glosses under three words are headword lists; your own short lines may be commands
+    result = collect(wordnet_glosses(files), held_out)
     try:
-        result = collect(raw, HeldOut(held))
+        own = chain.from_iterable(paragraphs(path, args.wrapped) for path in args.text)
+        collect(own, held_out, min_words=1, into=result)
     except UnicodeDecodeError as e:
         raise SystemExit(f"--text: not UTF-8 text ({e})") from None
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -141,21 +144,30 @@ def paragraphs(path: Path, wrapped: bool = False) -> Iterator[str]:
 
 
 class HeldOut:
-    """Held-out transcripts, to recognise text that contains or overlaps them."""
+    """Held-out transcripts, to recognise text that contains or overlaps them.
+
+    A transcript of one word is matched only as a whole sentence: a dev set of commands
+    ("stop", "yes") must not take every sentence holding those words out of the LM. Longer
+    short ones are matched inside a sentence too, which also drops some innocent text
+    ("less than" is both an Asterisk prompt and in many glosses): the safe side."""
 
     def __init__(self, transcripts: Iterable[str], n: int = NGRAM) -> None:
         self.n = n
         self.grams: set[tuple[str, ...]] = set()
+        self.whole: set[str] = set()
         short: set[str] = set()
         for t in transcripts:
             words = t.split()
-            if len(words) < n:
+            self.whole.add(" ".join(words))
+            if 2 <= len(words) < n:
                 short.add(" ".join(words))
             self.grams.update(_ngrams(words, n))
-        pattern = "|".join(re.escape(f" {s} ") for s in sorted(short) if s)
+        pattern = "|".join(re.escape(f" {s} ") for s in sorted(short))
         self.short = re.compile(pattern) if pattern else None
 
     def overlaps(self, sentence: str) -> bool:
+        if sentence in self.whole:
+            return True
         if any(g in self.grams for g in _ngrams(sentence.split(), self.n)):
             return True
         return bool(self.short and self.short.search(f" {sentence} "))
@@ -185,10 +197,13 @@ class Collected:
         }
 
 
-def collect(raw: Iterable[str], held: HeldOut) -> Collected:
-    """Normalised, de-duplicated sentences of `raw`, none overlapping the held-out text."""
-    out = Collected()
-    seen: set[str] = set()
+def collect(
+    raw: Iterable[str], held: HeldOut, min_words: int = MIN_WORDS, into: Collected | None = None
+) -> Collected:
+    """Normalised, de-duplicated sentences of `raw`, none overlapping the held-out text,
+    added to `into` (and de-duplicated against it) when given."""
+    out = into if into is not None else Collected()
+    seen = set(out.sentences)
     for text in raw:
         for sentence in split_sentences(" ".join(text.split())):
             out.counts["sentences"] += 1
@@ -198,7 +213,7 @@ def collect(raw: Iterable[str], held: HeldOut) -> Collected:
                 out.counts[f"dropped_{e.reason}"] += 1
                 continue
             words = len(s.split())
-            if words < MIN_WORDS:
+            if words < min_words:
                 out.counts["dropped_too_short"] += 1
             elif words > MAX_WORDS:
                 out.counts["dropped_too_long"] += 1

@@ -94,11 +94,13 @@ def test_missing_database_and_bad_held_out_are_refused(tmp_path: Path) -> None:
 
 
 def test_overlap_is_about_whole_words() -> None:
-    held = lm_text.HeldOut(["a b c d e f g", "go home"])
+    held = lm_text.HeldOut(["a b c d e f g", "go home", "stop"])
     assert held.overlaps("x a b c d e f y")
     assert not held.overlaps("a b c d e x f g")  # no run of six
     assert held.overlaps("please go home now")
     assert not held.overlaps("we go homeward")
+    assert held.overlaps("stop")  # a one-word transcript, as a whole sentence only
+    assert not held.overlaps("please stop the car")
 
 
 def test_your_own_raw_text_is_normalised_and_split(tmp_path: Path) -> None:
@@ -108,7 +110,8 @@ def test_your_own_raw_text_is_normalised_and_split(tmp_path: Path) -> None:
         "\n"
         "Our shop opens\n"
         "at 9 o'clock.\n"
-        "Please call Stella now\n",
+        "Please call Stella now\n"
+        "Stop!\n",
         encoding="utf-8",
     )
     held = _manifest(tmp_path / "dev.jsonl", ["then he left"])
@@ -119,12 +122,13 @@ def test_your_own_raw_text_is_normalised_and_split(tmp_path: Path) -> None:
         "our shop opens",
         "at nine o'clock",
         "please call stella now",
+        "stop",  # a one-word command is kept from your own text
     ]
     wrapped = tmp_path / "wrapped.txt"
     assert _run("--out", wrapped, "--text", raw, "--wrapped") == 0
     assert wrapped.read_text().splitlines()[2:] == [
         "our shop opens at nine o'clock",  # one sentence over two lines
-        "please call stella now",
+        "please call stella now stop",
     ]
 
 
