@@ -15,8 +15,9 @@ side of the mixture.
 
 Every sentence goes through `corpus.text.normalise`, as transcripts do. A sentence that shares
 any run of `NGRAM` words with a held-out transcript (`--held-out`: the dev and test manifests),
-or that contains a whole shorter one, is dropped: the LM must not have read the test. The
-report beside the output counts what was kept and dropped, and why.
+or that contains a whole shorter one (a one-word one: that is the whole sentence), is
+dropped: the LM must not have read the test. The report beside the output counts what was
+kept and dropped, and why.
 """
 
 from __future__ import annotations
