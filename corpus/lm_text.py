@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 from corpus.fortunes import split_sentences
 from corpus.text import Dropped, normalise
@@ -97,12 +98,11 @@ def main(args: argparse.Namespace) -> int:
         raise SystemExit(f"--text: not UTF-8 text ({e})") from None
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("".join(s + "\n" for s in result.sentences), encoding="utf-8")
-    report = report_path(args.out)
-    report.write_text(json.dumps(result.report(args.held_out), indent=2) + "\n")
-    words = sum(len(s.split()) for s in result.sentences)
+    report = result.report(args.held_out)
+    report_path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     print(
-        f"wrote {args.out}: {len(result.sentences)} sentences, {words} words, "
-        f"{result.vocabulary} distinct; what was dropped and why: {report}"
+        f"wrote {args.out}: {report['kept']} sentences, {report['words']} words, "
+        f"{report['vocabulary']} distinct; what was dropped and why: {report_path(args.out)}"
     )
     return 0
 
@@ -183,15 +183,11 @@ class Collected:
     sentences: list[str] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
 
-    @property
-    def vocabulary(self) -> int:
-        return len({w for s in self.sentences for w in s.split()})
-
-    def report(self, held_out: list[str]) -> dict[str, object]:
+    def report(self, held_out: list[str]) -> dict[str, Any]:
         return {
             "kept": len(self.sentences),
             "words": sum(len(s.split()) for s in self.sentences),
-            "vocabulary": self.vocabulary,
+            "vocabulary": len({w for s in self.sentences for w in s.split()}),
             "counts": dict(sorted(self.counts.items())),
             "held_out": held_out,
             "ngram": NGRAM,

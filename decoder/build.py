@@ -114,7 +114,7 @@ def check_text(path: Path, alphabet: str) -> None:
 
 
 def build_lm(
-    texts: Path | Sequence[tuple[Path, int]],
+    texts: Sequence[tuple[Path, int]],
     out: Path,
     order: int,
     prune: list[int],
@@ -125,14 +125,14 @@ def build_lm(
 ) -> None:
     """Estimate an ARPA with lmplz over the texts (each repeated its count of times), then
     write lm.binary and unigrams.txt into `out`."""
-    sources = [(texts, 1)] if isinstance(texts, Path) else list(texts)
     tools = ensure_tools(kenlm_dir)
     with tempfile.TemporaryDirectory() as tmp:
         corpus, arpa = Path(tmp) / "corpus.txt", Path(tmp) / "lm.arpa"
         with corpus.open("w") as f:
-            for text, times in sources:
+            for text, times in texts:
                 block = "".join(line + "\n" for line in lm_tokens(_lines(text), unit))
-                f.write(block * times)
+                for _ in range(times):
+                    f.write(block)
         lmplz = [str(tools.lmplz), "-o", str(order), "-S", memory, "-T", tmp]
         lmplz += ["--discount_fallback", *_prune_args(prune, order)]
         with corpus.open() as src, arpa.open("w") as dst:
