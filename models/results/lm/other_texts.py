@@ -70,7 +70,8 @@ def handbook(root: Path) -> Iterator[str]:
 
 def dictionary(root: Path, name: str) -> Iterator[str]:
     """A dictd database's entries (dictzip is gzip-compatible), a paragraph at a time."""
-    text = gzip.open(root / f"usr/share/dictd/{name}.dict.dz").read().decode("utf-8", "replace")
+    with gzip.open(root / f"usr/share/dictd/{name}.dict.dz") as f:
+        text = f.read().decode("utf-8", "replace")
     yield from re.split(r"\n\s*\n", text)
 
 
