@@ -28,7 +28,9 @@ def soup(out: Path, specs: list[str], base: Path = Path("models/default")) -> No
             raise SystemExit("soup: the bundles are not of one network shape")
     total = sum(w for _, w in weighted)
     averaged = {
-        name: (sum(t[name].double() * w for t, w in weighted) / total).to(tensor.dtype)
+        name: (torch.stack([t[name].double() * w for t, w in weighted]).sum(0) / total).to(
+            tensor.dtype
+        )
         if tensor.is_floating_point()
         else tensor
         for name, tensor in first.items()
