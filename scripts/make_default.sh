@@ -30,7 +30,9 @@
 #                                         # re-running the same line resumes (runs/big)
 #   bash scripts/make_default.sh big2     # big again at a gentler peak (6e-4, warm-up 500) with
 #                                         # the teacher (weight 0.5) from step 0, the cosine over
-#                                         # BUDGET_S (6600 s); re-running resumes (runs/big2)
+#                                         # BUDGET_S (6600 s); re-running resumes (runs/big2),
+#                                         # a larger BUDGET_S re-plans the cosine from there;
+#                                         # needs `teacher` and `people` first
 #   bash scripts/make_default.sh wide     # models/default widened to 3 x GRU 512 (the same
 #                                         # function at step 0), on real1's data (runs/wide)
 #   bash scripts/make_default.sh teacher  # Whisper tiny.en's encoder targets (data/teacher)
