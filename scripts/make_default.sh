@@ -138,26 +138,22 @@ case "${1:-}" in
       from_default runs/real1 3e-4 "${BUDGET_S:-4200}" 600 --model-config scripts/lifter.json \
       --ema-decay 0.998 --precision "${PRECISION:-bf16}"
     ;;
-  big)
+  big|big2)
     # DS2 §3.5-3.6: stride 3 spent on depth and width; 53 audio s/s on a 2-core Zen 4 with the
-    # GRU kernel doing the projection (models/results/network), so 75 min see ~65 h of audio
-    # shellcheck disable=SC2086
-    $H train --train data/corpus/train.jsonl data/kokoro/train.jsonl data/asterisk/train.jsonl*8 \
-      --dev data/corpus/dev.jsonl --out runs/big --model-config scripts/net_mel_5x512.json \
-      --device cpu --precision bf16 --batch-size 16 --lr 1e-3 --warmup-steps 300 --epochs 1000 \
-      --time-budget-s "${BUDGET_S:-4500}" --workers 1 --checkpoint-every 200 --dev-every 1000 \
-      --strategy alternated --ema-decay 0.998
-    ;;
-  big2)
+    # GRU kernel doing the projection (models/results/network), so 75 min see ~65 h of audio.
     # `big` stalled on CTC's plateau at 1e-3 (people.md); the teacher got every from-scratch
-    # network off it sooner (distill.md), so it is on from step 0 here
-    # shellcheck disable=SC2086
+    # network off it sooner (distill.md), so `big2` has it from step 0, at a gentler peak
+    lr=1e-3 warmup=300 budget=4500 dev_every=1000 extra=()
+    if [ "$1" = big2 ]; then
+      lr=6e-4 warmup=500 budget=6600 dev_every=600
+      extra=(--teacher data/teacher --distill-weight "${W:-0.5}")
+    fi
     $H train --train data/corpus/train.jsonl data/kokoro/train.jsonl data/asterisk/train.jsonl*8 \
-      --dev data/corpus/dev.jsonl --out "${OUT:-runs/big2}" --model-config scripts/net_mel_5x512.json \
-      --device cpu --precision bf16 --batch-size 16 --lr "${LR:-6e-4}" --warmup-steps 500 \
-      --epochs 1000 --time-budget-s "${BUDGET_S:-6600}" --workers 1 --checkpoint-every 200 \
-      --dev-every 600 --strategy alternated --ema-decay 0.998 --teacher data/teacher \
-      --distill-weight "${W:-0.5}" --threads "${THREADS:-0}"
+      --dev data/corpus/dev.jsonl --out "${OUT:-runs/$1}" --model-config scripts/net_mel_5x512.json \
+      --device cpu --precision bf16 --batch-size 16 --lr "${LR:-$lr}" --warmup-steps $warmup \
+      --epochs 1000 --time-budget-s "${BUDGET_S:-$budget}" --workers 1 --checkpoint-every 200 \
+      --dev-every $dev_every --strategy alternated --ema-decay 0.998 --threads "${THREADS:-0}" \
+      "${extra[@]}"
     ;;
   wide)
     # models/default grown to 3 x GRU 512 as the same function (training/grow.py), then
@@ -249,6 +245,6 @@ case "${1:-}" in
       --lm-text "WordNet's glosses=data/lm/wordnet.report.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|real1|wide|big|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|real1|wide|big|big2|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac
