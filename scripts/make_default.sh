@@ -33,6 +33,9 @@
 #                                         # BUDGET_S (6600 s); re-running resumes (runs/big2),
 #                                         # a larger BUDGET_S re-plans the cosine from there;
 #                                         # needs `teacher` and `people` first
+#   bash scripts/make_default.sh mid      # big2's recipe on 3 x GRU 512 at stride 3, row conv
+#                                         # tau 7 (scripts/net_mel_3x512.json), peak 1e-3, the
+#                                         # cosine over 13200 s; re-running resumes (runs/mid)
 #   bash scripts/make_default.sh wide     # models/default widened to 3 x GRU 512 (the same
 #                                         # function at step 0), on real1's data (runs/wide)
 #   bash scripts/make_default.sh teacher  # Whisper tiny.en's encoder targets (data/teacher)
@@ -138,18 +141,22 @@ case "${1:-}" in
       from_default runs/real1 3e-4 "${BUDGET_S:-4200}" 600 --model-config scripts/lifter.json \
       --ema-decay 0.998 --precision "${PRECISION:-bf16}"
     ;;
-  big|big2)
+  big|big2|mid)
     # DS2 §3.5-3.6: stride 3 spent on depth and width; 53 audio s/s on a 2-core Zen 4 with the
     # GRU kernel doing the projection (models/results/network), so 75 min see ~65 h of audio.
     # `big` stalled on CTC's plateau at 1e-3 (people.md); the teacher got every from-scratch
-    # network off it sooner (distill.md), so `big2` has it from step 0, at a gentler peak
-    lr=1e-3 warmup=300 budget=4500 dev_every=1000 extra=()
-    if [ "$1" = big2 ]; then
+    # network off it sooner (distill.md), so `big2` has it from step 0, at a gentler peak.
+    # big2 beat the shipped model on both dev sets but missed the 10-stream latency target;
+    # `mid` (3 x GRU 512, stride 3, tau 7) steps at about the shipped model's cost
+    # (models/results/big2/shapes) and trains the same way, for big2's 3.67 h budget
+    lr=1e-3 warmup=300 budget=4500 dev_every=1000 extra=() net=scripts/net_mel_5x512.json
+    if [ "$1" != big ]; then
       lr=6e-4 warmup=500 budget=6600 dev_every=600
       extra=(--teacher data/teacher --distill-weight "${W:-0.5}")
     fi
+    [ "$1" = mid ] && lr=1e-3 warmup=300 budget=13200 net=scripts/net_mel_3x512.json
     $H train --train data/corpus/train.jsonl data/kokoro/train.jsonl data/asterisk/train.jsonl*8 \
-      --dev data/corpus/dev.jsonl --out "${OUT:-runs/$1}" --model-config scripts/net_mel_5x512.json \
+      --dev data/corpus/dev.jsonl --out "${OUT:-runs/$1}" --model-config $net \
       --device cpu --precision bf16 --batch-size 16 --lr "${LR:-$lr}" --warmup-steps $warmup \
       --epochs 1000 --time-budget-s "${BUDGET_S:-$budget}" --workers 1 --checkpoint-every 200 \
       --dev-every $dev_every --strategy alternated --ema-decay 0.998 --threads "${THREADS:-0}" \
@@ -245,6 +252,6 @@ case "${1:-}" in
       --lm-text "WordNet's glosses=data/lm/wordnet.report.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|real1|wide|big|big2|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|real1|wide|big|big2|mid|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac
