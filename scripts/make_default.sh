@@ -53,7 +53,7 @@
 #   bash scripts/make_default.sh evaluate # speaker-warp factors, alpha/beta, dev/test eval, CARD.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
-H=.venv/bin/harken
+H=${H:-.venv/bin/harken}  # H=echo prints the commands instead of running them
 RUN=${RUN:-runs/default}  # finish exports from this run (runs/finetune after finetune)
 B=${B:-models/default}  # finish/evaluate: a candidate can be built and measured elsewhere
 R=${R:-models/results}
