@@ -74,7 +74,7 @@ def unfold_batchnorm(folded: DS2, calibration: list[torch.Tensor]) -> DS2:
             if isinstance(m, RecurrentLayer):
                 out = m.input_proj(inp[0])
             x = out.double().movedim(channel_dim, 0).flatten(1)
-            acc = sums.setdefault(i, [torch.zeros(x.shape[0], dtype=torch.float64)] * 3)
+            acc = sums.setdefault(i, [x.new_zeros(x.shape[0])] * 3)
             sums[i] = [acc[0] + x.shape[1], acc[1] + x.sum(1), acc[2] + (x * x).sum(1)]
 
         return record

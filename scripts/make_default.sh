@@ -141,7 +141,7 @@ case "${1:-}" in
       from_default runs/real1 3e-4 "${BUDGET_S:-4200}" 600 --model-config scripts/lifter.json \
       --ema-decay 0.998 --precision "${PRECISION:-bf16}"
     ;;
-  big|big2|mid)
+  big|big2|mid|mid2)
     # DS2 §3.5-3.6: stride 3 spent on depth and width; 53 audio s/s on a 2-core Zen 4 with the
     # GRU kernel doing the projection (models/results/network), so 75 min see ~65 h of audio.
     # `big` stalled on CTC's plateau at 1e-3 (people.md); the teacher got every from-scratch
@@ -155,6 +155,11 @@ case "${1:-}" in
       extra=(--teacher data/teacher --distill-weight "${W:-0.5}")
     fi
     [ "$1" = mid ] && lr=1e-3 warmup=300 budget=13200 net=scripts/net_mel_3x512.json
+    # `mid2` carries on from mid's shape trained on a lent H100 (scripts/device/train_carried.sh,
+    # models/results/gpu: about 640k audio seconds of 10 kbit/s Opus in 10 device minutes) on
+    # the clean corpus with the teacher; its bundle is machine-local (runs/gpu2)
+    [ "$1" = mid2 ] && lr=6e-4 warmup=200 budget=12000 net=scripts/net_mel_3x512.json \
+      extra+=(--init-from "${INIT:-runs/gpu2/bundle}")
     $H train --train data/corpus/train.jsonl data/kokoro/train.jsonl data/asterisk/train.jsonl*8 \
       --dev data/corpus/dev.jsonl --out "${OUT:-runs/$1}" --model-config $net \
       --device cpu --precision bf16 --batch-size 16 --lr "${LR:-$lr}" --warmup-steps $warmup \
@@ -252,6 +257,6 @@ case "${1:-}" in
       --lm-text "WordNet's glosses=data/lm/wordnet.report.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|real1|wide|big|big2|mid|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|real1|wide|big|big2|mid|mid2|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac
