@@ -156,7 +156,7 @@ case "${1:-}" in
     fi
     [ "$1" = mid ] && lr=1e-3 warmup=300 budget=13200 net=scripts/net_mel_3x512.json
     # `mid2` carries on from mid's shape trained on a lent H100 (scripts/device/train_carried.sh,
-    # models/results/gpu: about 640k audio seconds of 10 kbit/s Opus in 10 device minutes) on
+    # models/results/gpu: about 290k audio seconds of 10 kbit/s Opus in 546 s of training) on
     # the clean corpus with the teacher; its bundle is machine-local (runs/gpu2)
     [ "$1" = mid2 ] && lr=6e-4 warmup=200 budget=12000 net=scripts/net_mel_3x512.json \
       extra+=(--init-from "${INIT:-runs/gpu2/bundle}")

@@ -14,6 +14,7 @@ import numpy as np
 import soundfile as sf
 import soxr
 import torch
+from threadpoolctl import threadpool_limits
 from torch.utils.data import Dataset
 
 from models.config import ALPHABET, FeatureConfig
@@ -116,6 +117,15 @@ class SpeechDataset(Dataset[Example]):
     def _babble(self, rng: np.random.Generator) -> F32:
         other = self.utterances[int(rng.integers(len(self.utterances)))]
         return load_audio(str(other.audio), self.cfg.features.sample_rate)
+
+
+def worker_init(worker_id: int) -> None:
+    """One BLAS thread per loader worker (DataLoader's worker_init_fn).
+
+    Workers run one per core, and each inherits numpy's BLAS pool (the mel projection is a
+    matmul) sized to every core. On a 16-core H100 host, training was fed about 180 audio s/s
+    with that pool in every worker and about 1,480 with one thread each (models/results/gpu)."""
+    threadpool_limits(1)
 
 
 def collate(examples: Sequence[Example]) -> Batch:

@@ -48,7 +48,7 @@ from models.manifest import Utterance, read_manifest
 from models.metrics import error_rates, greedy_decode
 from training.augment import TRAINING_AUGMENT
 from training.batching import STRATEGIES, BatchConfig, BatchSampler, padding_ratio
-from training.data import Batch, DataConfig, SpeechDataset, collate, load_audio
+from training.data import Batch, DataConfig, SpeechDataset, collate, load_audio, worker_init
 from training.distill import Distilled, distill_losses
 from training.grow import widen
 from training.pause import PauseClock
@@ -424,6 +424,7 @@ class Trainer:
             num_workers=w,
             prefetch_factor=4 if w else None,
             persistent_workers=False,
+            worker_init_fn=worker_init,
             pin_memory=self.dist.device.type == "cuda",
         )
         return iter(loader)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from models.config import FeatureConfig
 from models.manifest import ManifestError, Utterance, read_manifest, write_manifest
@@ -27,7 +28,7 @@ from training.batching import (
     epoch_batches,
     padding_ratio,
 )
-from training.data import DataConfig, SpeechDataset, collate, encode
+from training.data import DataConfig, SpeechDataset, collate, encode, worker_init
 
 LINEAR = FeatureConfig()  # the linear-bin features these tests build by hand
 
@@ -233,3 +234,27 @@ def test_colour_is_a_smooth_curve_of_the_asked_size() -> None:
     db = curves * 10 / np.log(10.0)
     assert 4.0 < db.std() < 8.0  # four terms of 4 dB each: about 5.7 dB overall
     assert np.abs(np.diff(db, axis=1)).max() < 2.0  # smooth: under 2 dB between bins
+
+
+class _BlasThreads(torch.utils.data.Dataset[int]):
+    """Reports the widest BLAS pool that the process reading it sees."""
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, index: int) -> int:
+        return max(
+            (p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"), default=0
+        )
+
+
+def test_loader_workers_run_one_blas_thread_each() -> None:
+    """Workers run one per core; each with a BLAS pool of every core thrashed a 16-core host."""
+    with threadpool_limits(2, user_api="blas"):
+        plain = next(iter(torch.utils.data.DataLoader(_BlasThreads(), num_workers=1)))
+        if int(plain) < 2:
+            pytest.skip("numpy's BLAS here cannot run two threads")
+        loader = torch.utils.data.DataLoader(
+            _BlasThreads(), num_workers=1, worker_init_fn=worker_init
+        )
+        assert int(next(iter(loader))) == 1
