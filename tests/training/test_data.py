@@ -20,6 +20,7 @@ from training.augment import (
     augment_features,
     change_speed,
     colour_curve,
+    coloured_noise,
 )
 from training.batching import (
     STRATEGIES,
@@ -258,3 +259,17 @@ def test_loader_workers_run_one_blas_thread_each() -> None:
             _BlasThreads(), num_workers=1, worker_init_fn=worker_init
         )
         assert int(next(iter(loader))) == 1
+
+
+def test_coloured_noise_keeps_its_length_level_and_slope_at_awkward_lengths() -> None:
+    rng = np.random.default_rng(0)
+
+    def low_share(x: np.ndarray) -> float:  # power below a twentieth of the band
+        p = np.abs(np.fft.rfft(x)) ** 2
+        return float(p[: len(p) // 20].sum() / p.sum())
+
+    for n in (16001, 48017):  # 48017 is prime
+        white, brown = coloured_noise(n, 0.0, rng), coloured_noise(n, 2.0, rng)
+        assert white.shape == brown.shape == (n,) and white.dtype == np.float32
+        assert np.std(white) == pytest.approx(1.0, rel=0.05)
+        assert 0.02 < low_share(white) < 0.09 and low_share(brown) > 0.8
