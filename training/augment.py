@@ -165,15 +165,11 @@ def reverberate(audio: F32, rt60_s: float, rng: np.random.Generator) -> F32:
 
 
 def coloured_noise(n: int, exponent: float, rng: np.random.Generator) -> F32:
-    """Noise with power spectrum 1/f^exponent: 0 white, 1 pink, 2 brown; unit RMS.
-
-    Shaped at the next power of two and cut to n: an FFT of a length with a large prime
-    factor took 40% of a loader worker's time (models/results/gpu)."""
-    size = 1 << max(1, int(np.ceil(np.log2(max(n, 1)))))
-    spectrum = np.fft.rfft(rng.standard_normal(size))
-    freqs = np.fft.rfftfreq(size)
-    freqs[0] = freqs[1]
-    noise = np.fft.irfft(spectrum / freqs ** (exponent / 2), size)[:n]
+    """Noise with power spectrum 1/f^exponent: 0 white, 1 pink, 2 brown; unit RMS."""
+    spectrum = np.fft.rfft(rng.standard_normal(n))
+    freqs = np.fft.rfftfreq(n)
+    freqs[0] = freqs[1] if n > 1 else 1.0
+    noise = np.fft.irfft(spectrum / freqs ** (exponent / 2), n)
     return (noise / max(float(np.std(noise)), 1e-9)).astype(np.float32)
 
 
