@@ -20,7 +20,7 @@ timeout $(( BUDGET + 150 )) python3 harken_cli.py train --train /tmp/data/corpus
 echo "train exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 )) s"
 nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
 if [ -n "${OUT:-}" ] && [ -f /tmp/run/bundle/model.safetensors ]; then
-  cp /tmp/run/bundle/config.json /tmp/run/bundle/CARD.md /tmp/run/log.jsonl "$OUT/"
+  cp /tmp/run/bundle/config.json /tmp/run/bundle/CARD.md "$OUT/"; cp /tmp/run/log.jsonl "$OUT/" 2>/dev/null
   split -b 15M /tmp/run/bundle/model.safetensors "$OUT/model.safetensors.part-"
   ls -la "$OUT"
 fi
