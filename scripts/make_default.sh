@@ -141,7 +141,7 @@ case "${1:-}" in
       from_default runs/real1 3e-4 "${BUDGET_S:-4200}" 600 --model-config scripts/lifter.json \
       --ema-decay 0.998 --precision "${PRECISION:-bf16}"
     ;;
-  big|big2|mid|mid2)
+  big|big2|mid|mid2|mid3)
     # DS2 §3.5-3.6: stride 3 spent on depth and width; 53 audio s/s on a 2-core Zen 4 with the
     # GRU kernel doing the projection (models/results/network), so 75 min see ~65 h of audio.
     # `big` stalled on CTC's plateau at 1e-3 (people.md); the teacher got every from-scratch
@@ -160,6 +160,11 @@ case "${1:-}" in
     # the clean corpus with the teacher; its bundle is machine-local (runs/gpu2)
     [ "$1" = mid2 ] && lr=6e-4 warmup=200 budget=12000 net=scripts/net_mel_3x512.json \
       extra+=(--init-from "${INIT:-runs/gpu2/bundle}")
+    # `mid3` polishes the second H100 run (runs/gpu3: mid2's step 4400 carried on for 30
+    # epochs of the coded corpus without the teacher) on the clean corpus with the teacher,
+    # at a third of mid2's peak
+    [ "$1" = mid3 ] && lr=2e-4 warmup=100 budget=4200 net=scripts/net_mel_3x512.json \
+      extra+=(--init-from "${INIT:-runs/gpu3/bundle}")
     $H train --train data/corpus/train.jsonl data/kokoro/train.jsonl data/asterisk/train.jsonl*8 \
       --dev data/corpus/dev.jsonl --out "${OUT:-runs/$1}" --model-config $net \
       --device cpu --precision bf16 --batch-size 16 --lr "${LR:-$lr}" --warmup-steps $warmup \
@@ -257,6 +262,6 @@ case "${1:-}" in
       --lm-text "WordNet's glosses=data/lm/wordnet.report.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|real1|wide|big|big2|mid|mid2|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac

@@ -610,6 +610,23 @@ def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
     return save_bundle(trainer.final_model, path, provenance=provenance)
 
 
+def export_checkpoint(trainer: Trainer, bundle: Path, train_manifest: str) -> int:
+    """`--export-only`: the bundle of the run's checkpoint, as `fit` would have exported it."""
+    if not trainer.dist.main:
+        return 0
+    try:
+        if not trainer.resume():
+            print(f"harken train: error: no checkpoint in {trainer.out}", file=sys.stderr)
+            return 2
+    except ValueError as e:  # another model config, or a teacher given or missing
+        print(f"harken train: error: {e}", file=sys.stderr)
+        return 2
+    print(
+        f"step {trainer.progress.step}: bundle written to {export(trainer, bundle, train_manifest)}"
+    )
+    return 0
+
+
 STAGE_KEYS = ("train_manifest", "steps", "epochs_completed", "train_time_hours", "augmentation")
 
 
@@ -641,6 +658,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dev", help="dev manifest for per-epoch greedy WER/CER")
     p.add_argument("--out", required=True, help="run directory: checkpoint.pt, log.jsonl, bundle/")
     p.add_argument("--export", help="bundle directory to write at the end (default OUT/bundle)")
+    p.add_argument(
+        "--export-only",
+        type=_bool,
+        default=False,
+        help="write the bundle from OUT's checkpoint and stop, without training: a run killed "
+        "mid-epoch has its latest weights (the average, with --ema-decay) only there",
+    )
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--model-config", help="JSON file of ModelConfig fields (others default)")
     for f in dataclasses.fields(ModelConfig):
@@ -728,6 +752,8 @@ def main(args: argparse.Namespace) -> int:
             )
     bundle = Path(args.export or Path(args.out) / "bundle")
     manifests = " ".join(args.train)
+    if args.export_only:
+        return export_checkpoint(trainer, bundle, manifests)
     trainer.fit(on_epoch=lambda t: print(f"bundle written to {export(t, bundle, manifests)}"))
     if trainer.dist.world > 1:
         dist.barrier()  # every rank done with the group before any tears it down

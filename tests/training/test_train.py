@@ -4,6 +4,7 @@ data-parallel replicas stay identical and equal one process on the combined batc
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
 import socket
@@ -274,6 +275,35 @@ def test_a_resumed_run_keeps_its_average(tmp_path: Path) -> None:
     want, got = whole.ema.state_dict(), resumed.ema.state_dict()
     for name in want:
         assert torch.equal(want[name], got[name]), name
+
+
+def test_a_killed_run_exports_its_checkpoint_without_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    utts = make_corpus(tmp_path, 6)
+    cfg = train_config(epochs=100, augment=False, checkpoint_every=2, ema_decay=0.5)
+    killed = Recording(
+        MODEL, cfg, BatchConfig(strategy="random", batch_size=2), utts, [], tmp_path / "run"
+    )
+    killed.kill_at = 4  # 3 steps an epoch: dies in epoch 1, after step 4's checkpoint
+    with pytest.raises(Killed):
+        killed.fit()
+    assert killed.ema is not None
+    checkpoint = (tmp_path / "run" / "checkpoint.pt").read_bytes()
+    net = tmp_path / "net.json"
+    net.write_text(json.dumps(MODEL.to_dict()))
+    argv = ["train", "--train", str(tmp_path / "train.jsonl"), "--model-config", str(net)]
+    argv += ["--ema-decay", "0.5", "--export-only", "true", "--export", str(tmp_path / "bundle")]
+
+    assert harken_cli.main([*argv, "--out", str(tmp_path / "run")]) == 0
+    bundle = load_bundle(tmp_path / "bundle")
+    assert bundle.provenance["steps"] == 4
+    want = load_bundle(save_bundle(killed.ema, tmp_path / "average"))
+    torch.testing.assert_close(_outputs(bundle), _outputs(want))
+    assert (tmp_path / "run" / "checkpoint.pt").read_bytes() == checkpoint  # nothing trained
+
+    assert harken_cli.main([*argv, "--out", str(tmp_path / "nothing")]) == 2
+    assert "no checkpoint in" in capsys.readouterr().err
 
 
 # -- data parallel ------------------------------------------------------------------------------
