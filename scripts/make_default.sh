@@ -239,7 +239,11 @@ case "${1:-}" in
     ;;
   evaluate)
     # speaker adaptation first: the LM weight is tuned on the outputs the server will decode
-    $H tune-warp --bundle $B --manifest data/corpus/dev.jsonl --out $R/warp_dev.json
+    # DECIDE_FRAMES: output frames of speech before a stream keeps one warp; until then it runs
+    # every factor, so the window costs latency (stride 3's shipped model: 20 frames, 0.6 s;
+    # 67 doubled the 10-stream p98, models/results/gpu/README.md)
+    $H tune-warp --bundle $B --manifest data/corpus/dev.jsonl --decide-frames "${DECIDE_FRAMES:-20}" \
+      --out $R/warp_dev.json
     $H tune-lm --bundle $B --manifest data/corpus/dev.jsonl --trials 60 --alpha 0.2 1.5 --beta 0 3.5 | tail -3
     # test sets with the peer recognisers beside us (the same references)
     # (PEERS="" skips them for a candidate: their rows do not depend on our model)
