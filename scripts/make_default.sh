@@ -162,7 +162,7 @@ case "${1:-}" in
       extra+=(--init-from "${INIT:-runs/gpu2/bundle}")
     # `mid3` polishes the second H100 run (runs/gpu3: mid2's step 4400 carried on for 30
     # epochs of the coded corpus without the teacher) on the clean corpus with the teacher,
-    # at a third of mid2's peak
+    # at a third of mid2's peak; it stayed a point behind gpu3 and was dropped (people.md)
     [ "$1" = mid3 ] && lr=2e-4 warmup=100 budget=4200 net=scripts/net_mel_3x512.json \
       extra+=(--init-from "${INIT:-runs/gpu3/bundle}")
     $H train --train data/corpus/train.jsonl data/kokoro/train.jsonl data/asterisk/train.jsonl*8 \
