@@ -640,7 +640,9 @@ def lineage(base: dict[str, Any]) -> list[dict[str, Any]]:
         earlier = [{k: base[f"base_{k}"] for k in STAGE_KEYS if f"base_{k}" in base}]
     else:
         earlier = []
-    return [*earlier, {k: base.get(k, "not recorded") for k in STAGE_KEYS}]
+    last = {k: base.get(k, "not recorded") for k in STAGE_KEYS}
+    last["distillation"] = base.get("distillation", "none")  # only teacher runs record one
+    return [*earlier, last]
 
 
 # -- command line ------------------------------------------------------------------------------

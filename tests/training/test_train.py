@@ -541,6 +541,10 @@ def test_a_chain_of_fine_tunes_keeps_every_stage() -> None:
     newer = {"steps": 10, "train_time_hours": 0.5, "earlier_stages": stages}
     assert [s["steps"] for s in lineage(newer)] == [2539, 3999, 10]
     assert lineage({"steps": 5})[0]["train_time_hours"] == "not recorded"
+    # which stages learnt from a teacher shows in the chain too
+    teacher = "whisper-tiny.en, cosine on the row-conv output, weight 0.5"
+    assert lineage({"steps": 5, "distillation": teacher})[-1]["distillation"] == teacher
+    assert lineage({"steps": 5})[-1]["distillation"] == "none"
 
 
 def test_several_training_manifests_join_with_repeat_counts(tmp_path: Path) -> None:
