@@ -31,9 +31,10 @@ def two_sentences() -> tuple[bytes, float, list[str]]:
     pause = np.zeros(24000, np.float32)
     first, second = speak(FIRST), speak(SECOND)
     audio = np.concatenate([pause[:4000], first, pause, second, pause[:8000]])
+    pause_end = 4000 + len(first) + len(pause)
     bundle = Path(DEFAULT_BUNDLE)
-    heard = [reference_text(bundle, a) for a in (audio[: 4000 + len(first) + len(pause)], audio)]
-    return pcm16(audio), (4000 + len(first) + len(pause)) / 16000, heard
+    heard = [reference_text(bundle, a) for a in (audio[:pause_end], audio)]
+    return pcm16(audio), pause_end / 16000, heard
 
 
 def assert_heard(segments: list[str], heard: list[str]) -> None:
