@@ -30,7 +30,7 @@ from tqdm import tqdm
 from corpus import fortunes, kokoro, voices
 from corpus.text import Normalised
 from corpus.voices import Prosody, Voice
-from models.manifest import Utterance, write_manifest
+from models.manifest import Utterance, read_manifest, write_manifest
 
 SAMPLE_RATE = 16000
 SPLITS = ("train", "dev", "test")
@@ -293,6 +293,21 @@ def _render_counted(arg: tuple[Path, list[Job]]) -> tuple[list[tuple[Job, str]],
     return render_batch(out_dir, batch), len(batch)
 
 
+def exclude(sentences: list[Normalised], manifests: Sequence[Path]) -> tuple[list[Normalised], int]:
+    """The sentences whose transcript is in none of `manifests`, and how many were dropped.
+
+    A second corpus built with another seed draws its own dev/test from the same fortunes, so
+    its training sentences would include the first corpus's held-out ones: a model trained on
+    both would have read (in other voices) the text it is scored on. Excluding the first
+    corpus's dev and test manifests keeps them unseen; excluding its train manifest as well
+    makes every sentence new text."""
+    banned: set[str] = set()
+    for manifest in manifests:
+        banned |= {u.text for u in read_manifest(manifest)}
+    kept = [s for s in sentences if s.text not in banned]
+    return kept, len(sentences) - len(kept)
+
+
 def write_outputs(
     out_dir: Path, jobs: list[Job], sentences: list[Normalised], max_seconds: float
 ) -> dict[str, object]:
@@ -343,6 +358,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engines", default=",".join(d.engines), help="comma-separated engines")
     parser.add_argument("--max-seconds", type=float, default=d.max_seconds, help="longest audio")
     parser.add_argument("--limit-sentences", type=int, default=0, help="0: all sentences")
+    parser.add_argument(
+        "--exclude",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="manifests whose transcripts this corpus must not speak (another corpus's dev/test)",
+    )
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes")
 
 
@@ -365,6 +387,12 @@ def main(args: argparse.Namespace) -> int:
     sentences, text_counts = fortunes.collect(
         fortunes.fortune_files(args.fortunes), fortunes.TextConfig()
     )
+    if args.exclude:
+        try:
+            sentences, text_counts["excluded"] = exclude(sentences, args.exclude)
+        except (OSError, ValueError) as e:
+            print(f"harken synth: error: --exclude: {e}", file=sys.stderr)
+            return 2
     if cfg.limit_sentences:
         sentences = sentences[: cfg.limit_sentences]
     print(f"[synth] {len(sentences)} sentences; text: {dict(text_counts)}", flush=True)

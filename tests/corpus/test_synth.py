@@ -218,3 +218,30 @@ def test_a_missing_engine_names_the_setup_step(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr("corpus.voices.pico_available", lambda: False)
     with pytest.raises(ValueError, match=r"flite \(no flite program\); pico .*make setup-synth"):
         synth.SynthConfig(engines=("flite", "pico"))
+
+
+def test_excluded_transcripts_are_spoken_nowhere_in_the_new_corpus(tmp_path: Path) -> None:
+    """A second corpus (another seed) must not train on the first one's dev/test sentences."""
+    args = _args(tmp_path)
+    with (tmp_path / "fortunes" / "tiny").open("a") as f:
+        f.write("Every cloud has a silver lining.\n%\nFortune favours the bold.\n%\n")
+    fox = normalise("The quick brown fox jumps over the lazy dog.").text
+    first = tmp_path / "first_test.jsonl"
+    first.write_text(json.dumps({"audio": "x.wav", "text": fox, "duration": 1.0}) + "\n")
+    args.exclude = [first]
+    assert synth.main(args) == 0
+    spoken = {u.text for s in synth.SPLITS for u in read_manifest(args.out / f"{s}.jsonl")}
+    assert spoken and fox not in spoken
+    assert fox not in (args.out / "lm_text.txt").read_text()
+    assert json.loads((args.out / "stats.json").read_text())["text"]["excluded"] == 1
+
+
+def test_a_missing_exclude_manifest_is_refused_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = _args(tmp_path)
+    args.exclude = [tmp_path / "nowhere.jsonl"]
+    assert synth.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("harken synth: error: --exclude:") and "nowhere.jsonl" in err
+    assert not args.out.exists()
