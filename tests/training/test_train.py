@@ -305,6 +305,12 @@ def test_a_killed_run_exports_its_checkpoint_without_training(
     assert harken_cli.main([*argv, "--out", str(tmp_path / "nothing")]) == 2
     assert "no checkpoint in" in capsys.readouterr().err
 
+    # without --ema-decay it would export the live weights, not the average: refused, saying how
+    plain = [a for a in argv if a not in ("--ema-decay", "0.5")]
+    assert harken_cli.main([*plain, "--out", str(tmp_path / "run")]) == 2
+    assert "with --ema-decay 0.5" in capsys.readouterr().err
+    assert (tmp_path / "run" / "checkpoint.pt").read_bytes() == checkpoint
+
 
 # -- data parallel ------------------------------------------------------------------------------
 
