@@ -126,6 +126,20 @@ def collect(files: list[Path], cfg: TextConfig) -> tuple[list[Normalised], Count
     return list(seen.values()), counts
 
 
+def collect_lines(files: list[Path], cfg: TextConfig) -> tuple[list[Normalised], Counter[str]]:
+    """Like `collect`, for plain text of one sentence a line (`harken lm-text`'s output, say):
+    more sentences for a corpus once the fortunes are spent."""
+    counts: Counter[str] = Counter()
+    seen: dict[str, Normalised] = {}
+    for path in files:
+        with path.open(encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    _keep(line.strip(), cfg, counts, seen)
+    counts["kept"] = len(seen)
+    return list(seen.values()), counts
+
+
 def _keep(raw: str, cfg: TextConfig, counts: Counter[str], seen: dict[str, Normalised]) -> None:
     counts["sentences"] += 1
     try:

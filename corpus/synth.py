@@ -349,6 +349,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--fortunes", type=Path, default=fortunes.FORTUNE_DIR, help="fortune files to read"
     )
     parser.add_argument(
+        "--sentences",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="read these files of one sentence a line instead of the fortunes",
+    )
+    parser.add_argument(
         "--train-hours", type=float, default=d.train_hours, help="planned training speech"
     )
     parser.add_argument("--dev-minutes", type=float, default=d.dev_minutes, help="held-out")
@@ -384,9 +391,15 @@ def main(args: argparse.Namespace) -> int:
         print(f"harken synth: error: {e}", file=sys.stderr)
         return 2
     started = time.time()
-    sentences, text_counts = fortunes.collect(
-        fortunes.fortune_files(args.fortunes), fortunes.TextConfig()
-    )
+    try:
+        if args.sentences:
+            sentences, text_counts = fortunes.collect_lines(args.sentences, fortunes.TextConfig())
+        else:
+            files = fortunes.fortune_files(args.fortunes)
+            sentences, text_counts = fortunes.collect(files, fortunes.TextConfig())
+    except (OSError, UnicodeDecodeError) as e:
+        print(f"harken synth: error: reading the text: {e}", file=sys.stderr)
+        return 2
     if args.exclude:
         try:
             sentences, text_counts["excluded"] = exclude(sentences, args.exclude)

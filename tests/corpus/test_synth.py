@@ -245,3 +245,29 @@ def test_a_missing_exclude_manifest_is_refused_before_anything_is_written(
     err = capsys.readouterr().err
     assert err.startswith("harken synth: error: --exclude:") and "nowhere.jsonl" in err
     assert not args.out.exists()
+
+
+def test_a_corpus_reads_plain_sentences_once_the_fortunes_are_spent(tmp_path: Path) -> None:
+    args = _args(tmp_path)
+    text = tmp_path / "more.txt"
+    lines = ["Dr. Jones sold 12 apples at the market.", "A fine day for a walk in the park."]
+    text.write_text(
+        "\n".join([*lines, "", "too short", lines[1], "the third sentence here is new"])
+    )
+    args.sentences = [text]
+    assert synth.main(args) == 0
+    spoken = {u.text for s in synth.SPLITS for u in read_manifest(args.out / f"{s}.jsonl")}
+    assert spoken == {normalise(x).text for x in [*lines, "the third sentence here is new"]}
+    counts = json.loads((args.out / "stats.json").read_text())["text"]
+    assert counts["kept"] == 3 and counts["dropped_too_short"] == 1
+    assert counts["dropped_duplicate"] == 1
+
+
+def test_an_unreadable_sentence_file_is_refused_in_a_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = _args(tmp_path)
+    args.sentences = [tmp_path / "missing.txt"]
+    assert synth.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("harken synth: error: reading the text:") and "missing.txt" in err
