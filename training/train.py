@@ -289,13 +289,13 @@ class Trainer:
                 f"{self.checkpoint_path} was trained {'with' if distilled else 'without'} a "
                 "teacher; resume it with the same --teacher, or use a new --out"
             )
-        averaged_with = state.get("train_config", {}).get("ema_decay", "its")
         if state.get("ema") is not None and self.cfg.ema_decay == 0:
             # without the flag the average would be dropped: a resumed run would restart it
             # from the live weights, and --export-only would export the live weights
+            decay = state.get("train_config", {}).get("ema_decay")
             raise ValueError(
                 f"{self.checkpoint_path} keeps a moving average of the weights; resume or "
-                f"export it with --ema-decay {averaged_with}"
+                f"export it with --ema-decay {decay or 'as it was trained'}"
             )
         self.model.load_state_dict(state["model"])
         if self.projection is not None:
