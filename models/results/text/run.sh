@@ -6,7 +6,8 @@
 #    read before it was rebuilt with --exclude (its old manifest: data/kokoro/train.jsonl.with_leak)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-R=models/results/text B=${B:-models/default}
+# B: gpu3, the model shipped before gpu4 (git worktree add /tmp/gpu3 e83b75b; B=/tmp/gpu3/models/default)
+R=models/results/text B=${B:?the gpu3 bundle}
 .venv/bin/harken eval --bundle $B --manifest data/probe/train.jsonl --out $R/probe_train_eval.json
 for s in dev test; do
   .venv/bin/python - data/kokoro/train.jsonl.with_leak data/corpus/$s.jsonl /tmp/${s}_clean.jsonl <<'PY'
