@@ -4,7 +4,7 @@
 # wheels the machine lacks. The EMA bundle comes back in $OUT, split under the 16 MB file limit.
 # A corpus larger than one call comes in several packs: earlier calls on the same warm machine
 # leave theirs in an ignored folder (stash_pack.sh), named in PACKS; every pack's *_train.jsonl
-# trains (asterisk's x8), and the dev set is the first corpus_dev.jsonl found.
+# trains (asterisk's x8), and dev is corpus_dev.jsonl, which one of them carries.
 # Usage (on the machine, from the repo root):
 #   [PACKS="runs/pack1 ..."] train_carried.sh CARRY_DIR BUDGET_S [train flags...]
 set -uo pipefail
@@ -26,9 +26,8 @@ TRAIN=()
 for m in /tmp/data/*_train.jsonl; do
   case $m in *asterisk_train.jsonl) TRAIN+=("$m*8") ;; *) TRAIN+=("$m") ;; esac
 done
-DEV=/tmp/data/corpus_dev.jsonl
 echo "train: ${TRAIN[*]}"
-timeout $(( BUDGET + 150 )) python3 harken_cli.py train --train "${TRAIN[@]}" --dev "$DEV" \
+timeout $(( BUDGET + 150 )) python3 harken_cli.py train --train "${TRAIN[@]}" --dev /tmp/data/corpus_dev.jsonl \
   --out /tmp/run --init-from /tmp/init --device cuda --time-budget-s "$BUDGET" "$@" 2>&1 \
   | tr '\r' '\n' | grep -v '%|'
 echo "train exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 )) s"
