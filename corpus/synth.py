@@ -300,10 +300,15 @@ def exclude(sentences: list[Normalised], manifests: Sequence[Path]) -> tuple[lis
     its training sentences would include the first corpus's held-out ones: a model trained on
     both would have read (in other voices) the text it is scored on. Excluding the first
     corpus's dev and test manifests keeps them unseen; excluding its train manifest as well
-    makes every sentence new text."""
+    makes every sentence new text. A `.txt` path is a plan from `--plan-out`: what a corpus
+    was asked to speak, which can be recomputed from its seed after its audio is gone."""
     banned: set[str] = set()
     for manifest in manifests:
-        banned |= {u.text for u in read_manifest(manifest)}
+        if manifest.suffix == ".txt":  # a plan written by --plan-out: one transcript a line
+            lines = manifest.read_text(encoding="utf-8").splitlines()
+            banned |= {line.strip() for line in lines if line.strip()}
+        else:
+            banned |= {u.text for u in read_manifest(manifest)}
     kept = [s for s in sentences if s.text not in banned]
     return kept, len(sentences) - len(kept)
 
@@ -370,7 +375,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         nargs="*",
         default=[],
-        help="manifests whose transcripts this corpus must not speak (another corpus's dev/test)",
+        help="manifests (or --plan-out .txt plans) whose transcripts this corpus must not speak",
+    )
+    parser.add_argument(
+        "--plan-out",
+        type=Path,
+        help="only write the planned transcripts (every split, one a line) here; render nothing",
     )
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes")
 
@@ -410,6 +420,12 @@ def main(args: argparse.Namespace) -> int:
         sentences = sentences[: cfg.limit_sentences]
     print(f"[synth] {len(sentences)} sentences; text: {dict(text_counts)}", flush=True)
     jobs = plan(sentences, cfg)
+    if args.plan_out:  # the sentences a corpus speaks, as a later --exclude reads them
+        args.plan_out.parent.mkdir(parents=True, exist_ok=True)
+        planned = dict.fromkeys(j.text for j in jobs)
+        args.plan_out.write_text("".join(t + "\n" for t in planned), encoding="utf-8")
+        print(f"[synth] plan: {len(jobs)} utterances, {len(planned)} sentences -> {args.plan_out}")
+        return 0
     args.out.mkdir(parents=True, exist_ok=True)
     failed = render_all(args.out, jobs, max(1, args.workers))
     shutil.rmtree(args.out / "tmp", ignore_errors=True)

@@ -50,7 +50,9 @@
 #                                         # voices: new text vs new voices (data/probe)
 #   bash scripts/make_default.sh text     # 9.9 h of such sentences (data/corpus2; after probe),
 #                                         # which gpu4 (models/default) learnt on a lent H100
-#   bash scripts/make_default.sh text2    # the rest of the fortunes (data/corpus3)
+#   bash scripts/make_default.sh plans    # the sentences of corpus, kokoro, probe and corpus2,
+#                                         # from their seeds, without audio (data/plans)
+#   bash scripts/make_default.sh text2    # the rest of the fortunes (data/corpus3; after plans)
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate` (RUN=runs/real1
 #                                         # B=runs/real1/candidate R=runs/real1/results builds
 #                                         # and measures a candidate without touching models/)
@@ -148,13 +150,31 @@ case "${1:-}" in
       --train-hours 10 --dev-minutes 0.1 --test-minutes 0.1 --seed 13 --workers "$(nproc)" \
       --exclude data/{corpus,kokoro,probe}/{train,dev,test}.jsonl
     ;;
+  plans)
+    # what each corpus gpu4 learnt from was asked to speak, recomputed from its seed in a second
+    # (the audio does not survive a fresh machine; `text2` needs only these); kokoro's as it was
+    # built then, before it excluded data/corpus's dev/test
+    E7=espeak-ng,flite,festival,pico,piper,rhvoice,kokoro T="--dev-minutes 0.1 --test-minutes 0.1"
+    $H synth --engines espeak-ng,flite,festival,pico,piper,rhvoice --plan-out data/plans/corpus.txt
+    # shellcheck disable=SC2086  # T is a flag list
+    $H synth --engines kokoro,flite --train-hours 1.2 $T --seed 7 --plan-out data/plans/kokoro.txt
+    # shellcheck disable=SC2086
+    $H synth --engines $E7 --train-hours 0.15 $T --seed 11 --plan-out data/plans/probe.txt \
+      --exclude data/plans/{corpus,kokoro}.txt
+    # shellcheck disable=SC2086
+    $H synth --engines $E7 --train-hours 10 $T --seed 13 --plan-out data/plans/corpus2.txt \
+      --exclude data/plans/{corpus,kokoro,probe}.txt
+    ;;
   text2)
-    # the rest of the fortunes (about 5,900 sentences) in the same voices; resumable like
+    # the rest of the fortunes (about 5,750 sentences) in the same voices; resumable like
     # every synth (same line, same seed); gpu4 still read new sentences worse than training
-    # ones (18.7% against 12.3% greedy CER), so more text should still pay
+    # ones (18.7% against 12.3% greedy CER), so more text should still pay. It excludes the
+    # other corpora's plans (`plans`), not their manifests, so that it can be rebuilt on a
+    # fresh machine without them (the thirteenth session's build read the manifests: a few
+    # sentences and the draw of voices differ)
     $H synth --out data/corpus3 --engines espeak-ng,flite,festival,pico,piper,rhvoice,kokoro \
       --train-hours 8 --dev-minutes 0.1 --test-minutes 0.1 --seed 17 --workers "$(nproc)" \
-      --exclude data/{corpus,kokoro,probe,corpus2}/{train,dev,test}.jsonl
+      --exclude data/plans/{corpus,kokoro,probe,corpus2}.txt
     ;;
   probe)
     # 0.15 h of new sentences in the training voices: how much of dev's error is new text
@@ -300,6 +320,6 @@ case "${1:-}" in
       --lm-text "WordNet's glosses=data/lm/wordnet.report.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac

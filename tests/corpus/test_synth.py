@@ -236,6 +236,32 @@ def test_excluded_transcripts_are_spoken_nowhere_in_the_new_corpus(tmp_path: Pat
     assert json.loads((args.out / "stats.json").read_text())["text"]["excluded"] == 1
 
 
+def test_a_plan_names_what_a_corpus_would_speak_and_keeps_it_out_of_the_next(
+    tmp_path: Path,
+) -> None:
+    """After a corpus's audio is gone, its seed still says which sentences it spoke."""
+    args = _args(tmp_path)
+    with (tmp_path / "fortunes" / "tiny").open("a") as f:
+        f.write("Every cloud has a silver lining.\n%\nFortune favours the bold.\n%\n")
+    args.plan_out = tmp_path / "plans" / "first.txt"
+    args.train_hours = 0.0  # dev and test only: some of the five sentences
+    assert synth.main(args) == 0
+    assert not args.out.exists()  # nothing rendered
+    plan = args.plan_out
+    planned = plan.read_text().splitlines()
+    assert 0 < len(planned) < 5
+    args.plan_out = None
+    assert synth.main(args) == 0  # the same seed renders what was planned
+    rendered = {u.text for s in ("dev", "test") for u in read_manifest(args.out / f"{s}.jsonl")}
+    assert rendered == set(planned)
+    second = argparse.Namespace(**vars(args))
+    second.out, second.exclude, second.seed = tmp_path / "second", [plan], 5
+    second.train_hours = 0.01
+    assert synth.main(second) == 0
+    spoken = {u.text for s in synth.SPLITS for u in read_manifest(second.out / f"{s}.jsonl")}
+    assert spoken and not spoken & set(planned)
+
+
 def test_a_missing_exclude_manifest_is_refused_before_anything_is_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
