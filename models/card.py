@@ -1,7 +1,8 @@
 """A bundle's CARD.md from what was measured: the corpus statistics `harken synth` (and
 `harken prepare`) wrote, the provenance `harken train` stored in config.json, and
 `harken eval` reports on dev and test, with the peer recognisers' rows when they were scored,
-and the bundle's decoder.json, unigrams.txt and the `harken lm-text` reports of its LM text.
+and the bundle's decoder.json, unigrams.txt and the `harken lm-text` reports of its LM text;
+for a model continued from another, that one's card (`--earlier-card`: its Data lines).
 
     python -m models.card --bundle models/default --corpus-stats data/corpus/stats.json \
         --eval dev=eval_dev.json --eval test=eval_test.json \
@@ -52,6 +53,25 @@ def _extra(stats: dict[str, Any]) -> str:
     return f"train {train.get('utterances')} utterances, {train.get('hours')} h; " + _voices(
         train.get("hours_per_voice", {})
     )
+
+
+EARLIER = " (learnt before this stage)"
+
+
+def earlier_data(card_text: str, listed: set[str]) -> list[str]:
+    """The Data lines of the card of the model a stage continued from, less the sources the
+    new card lists itself: what the earlier stages learnt from, after that data's files are
+    gone (a fresh machine keeps the repository, not the corpora)."""
+    out, inside = [], False
+    for line in card_text.splitlines():
+        if line.startswith("## "):
+            inside = line == "## Data"
+        elif inside and line.startswith("- ") and ": " in line:
+            label, rest = line[2:].split(": ", 1)
+            label = label.removesuffix(EARLIER)
+            if label not in listed:
+                out.append(f"- {label}{EARLIER}: {rest}")
+    return out
 
 
 def _standing(evals: dict[str, dict[str, Any]]) -> list[str]:
@@ -138,7 +158,9 @@ def card(
     evals: dict[str, dict[str, Any]],
     extra_data: dict[str, dict[str, Any]] | None = None,
     language_model: list[str] | None = None,
+    earlier_card: str | None = None,
 ) -> str:
+    """`earlier_card`: the text of the card of the bundle this one continued from."""
     cfg = ModelConfig.from_dict(meta["model"])
     prov = meta.get("provenance", {})
     f = cfg.features
@@ -173,15 +195,20 @@ def card(
         "",
         "## Data",
     ]
+    listed = set()
     for split in ("train", "dev", "test"):
         s = stats.get(split, {})
-        if s:
+        if s.get("utterances"):  # a corpus built for its dev/test only trained nothing
             voices = _voices(s.get("hours_per_voice", {}))
             lines.append(
                 f"- {split}: {s.get('utterances')} utterances, {s.get('hours')} h; {voices}"
             )
+            listed.add(split)
     for name, extra in (extra_data or {}).items():
         lines += [f"- {name}: " + _extra(extra)]
+        listed.add(name)
+    if earlier_card:
+        lines += earlier_data(earlier_card, listed)
     lines += ["", "## Training"]
     lines += provenance_lines(prov)
     if language_model:
@@ -203,6 +230,11 @@ def main() -> int:
         action="append",
         default=[],
         help="NAME=stats.json or prepare_report.json of a further training source (repeatable)",
+    )
+    p.add_argument(
+        "--earlier-card",
+        type=Path,
+        help="CARD.md of the bundle this one continued from: its data lines carry over",
     )
     p.add_argument(
         "--lm-text",
@@ -236,7 +268,9 @@ def main() -> int:
             stats.get("lm_sentences"),
             texts,
         )
-    (args.bundle / "CARD.md").write_text(card(meta, stats, evals, extra, language_model))
+    earlier = args.earlier_card.read_text() if args.earlier_card else None
+    text = card(meta, stats, evals, extra, language_model, earlier)
+    (args.bundle / "CARD.md").write_text(text)
     print((args.bundle / "CARD.md").read_text())
     return 0
 

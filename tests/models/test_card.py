@@ -47,6 +47,35 @@ def test_further_training_sources_are_listed() -> None:
     assert "- kokoro: train 7 utterances, 0.5 h; kokoro: 1 voice(s)" in text
 
 
+def test_a_continued_model_keeps_the_data_its_earlier_stages_learnt() -> None:
+    """The corpora of an earlier stage may be gone from the machine; its card is not."""
+    before = card(
+        _meta(),
+        {
+            "train": {"utterances": 10, "hours": 1.0, "hours_per_voice": {"flite:a": 1.0}},
+            "dev": {"utterances": 3, "hours": 0.1, "hours_per_voice": {"flite:b": 0.1}},
+        },
+        {},
+        {"kokoro": {"train": {"utterances": 7, "hours": 0.5, "hours_per_voice": {"kokoro:a": 1}}}},
+    )
+    now = {
+        "train": {"utterances": 0, "hours": 0.0, "hours_per_voice": {}},
+        "dev": {"utterances": 3, "hours": 0.1, "hours_per_voice": {"flite:b": 0.1}},
+    }
+    new = {"train": {"utterances": 5, "hours": 0.2, "hours_per_voice": {"pico:c": 0.2}}}
+    text = card(_meta(), now, {}, {"new text": new}, None, before)
+    data = text.split("## Data\n")[1].split("\n\n")[0].splitlines()
+    assert data == [
+        "- dev: 3 utterances, 0.1 h; flite: 1 voice(s)",
+        "- new text: train 5 utterances, 0.2 h; pico: 1 voice(s)",
+        "- train (learnt before this stage): 10 utterances, 1.0 h; flite: 1 voice(s)",
+        "- kokoro (learnt before this stage): train 7 utterances, 0.5 h; kokoro: 1 voice(s)",
+    ]
+    # a third stage carries them on once, not nested
+    again = card(_meta(), now, {}, {"new text": new}, None, text)
+    assert again.count("learnt before this stage") == 2
+
+
 def test_the_language_model_and_its_texts_are_described() -> None:
     decoder = {
         "order": 4,
