@@ -53,6 +53,8 @@
 #   bash scripts/make_default.sh plans    # the sentences of corpus, kokoro, probe and corpus2,
 #                                         # from their seeds, without audio (data/plans)
 #   bash scripts/make_default.sh text2    # the rest of the fortunes (data/corpus3; after plans)
+#   bash scripts/make_default.sh newtext  # models/default on data/corpus3 and her prompts, on
+#                                         # CPU at a low peak LR (runs/newtext)
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate` (RUN=runs/real1
 #                                         # B=runs/real1/candidate R=runs/real1/results builds
 #                                         # and measures a candidate without touching models/)
@@ -269,6 +271,17 @@ case "${1:-}" in
       --epochs 100 --time-budget-s "${BUDGET_S:-1500}" --workers 1 --checkpoint-every 200 \
       --dev-every 200 --strategy alternated --threads "${THREADS:-1}" "${extra[@]}"
     ;;
+  newtext)
+    # gpu4 (models/default) on the new text alone (data/corpus3, after `text2`) and her train
+    # prompts x4, on two CPU cores at a low peak (LR): does new text pay when a re-warm costs
+    # some of the H100's annealing (mid3 lost a point on old text)? Resumes like every run
+    $H train --train data/corpus3/train.jsonl data/asterisk/train.jsonl*4 \
+      --dev data/corpus/dev.jsonl --out "${OUT:-runs/newtext}" --init-from "${INIT:-$B}" \
+      --model-config scripts/net_mel_3x512.json --device cpu --precision bf16 --batch-size 16 \
+      --lr "${LR:-1e-4}" --warmup-steps 100 --epochs 1000 --time-budget-s "${BUDGET_S:-5400}" \
+      --workers 1 --checkpoint-every 200 --dev-every 500 --strategy alternated \
+      --sortagrad false --ema-decay 0.998 --threads "${THREADS:-0}"
+    ;;
   finish)
     mkdir -p $B $R
     cp $RUN/bundle/model.safetensors $RUN/bundle/config.json $B/
@@ -306,12 +319,19 @@ case "${1:-}" in
       --out $R/default_eval_real_test.json
     # the same model on voices it trained on (first 200 training utterances): the gap to
     # dev/test is how far held-out voices are from the training voices
-    $H eval --bundle $B --manifest data/corpus/train.jsonl --limit 200 --out $R/default_eval_train200.json
-    # CORPUS2=1: the candidate also learnt the new text of `text` (data/corpus2)
+    # (TRAIN200: another training manifest, where data/corpus's train was not rebuilt)
+    $H eval --bundle $B --manifest "${TRAIN200:-data/corpus/train.jsonl}" --limit 200 \
+      --out $R/default_eval_train200.json
+    # CORPUS2=1 / CORPUS3=1: the candidate also learnt the new text of `text` / `text2`;
+    # EARLIER=CARD.md: the card of the bundle it continued from, whose data lines carry over
     EXTRA=()
-    [ -n "${CORPUS2:-}" ] && EXTRA=(--extra-data "new text (data/corpus2)=data/corpus2/stats.json")
+    [ -f data/kokoro/stats.json ] &&
+      EXTRA+=(--extra-data "Kokoro voices (data/kokoro)=data/kokoro/stats.json")
+    [ -n "${CORPUS2:-}" ] && EXTRA+=(--extra-data "new text (data/corpus2)=data/corpus2/stats.json")
+    [ -n "${CORPUS3:-}" ] && EXTRA+=(--extra-data "new text (data/corpus3)=data/corpus3/stats.json")
+    [ -n "${EARLIER:-}" ] && EXTRA+=(--earlier-card "$EARLIER")
     .venv/bin/python -m models.card --bundle $B --corpus-stats data/corpus/stats.json \
-      --extra-data "Kokoro voices (data/kokoro)=data/kokoro/stats.json" "${EXTRA[@]}" \
+      "${EXTRA[@]}" \
       --extra-data "real speech, one woman (data/asterisk)=data/asterisk/prepare_report.json" \
       --eval dev=$R/default_eval_dev.json --eval test=$R/default_eval_test.json \
       --eval "real dev (Asterisk prompts)=$R/default_eval_real_dev.json" \
@@ -320,6 +340,6 @@ case "${1:-}" in
       --lm-text "WordNet's glosses=data/lm/wordnet.report.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac
