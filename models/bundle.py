@@ -50,7 +50,8 @@ def fold_batchnorm(model: DS2) -> DS2:
 @torch.no_grad()
 def unfold_batchnorm(folded: DS2, calibration: list[torch.Tensor]) -> DS2:
     """A trainable copy of a folded model (to fine-tune a bundle): each BatchNorm gets the
-    statistics of its input on `calibration` ([T, F] feature arrays of typical audio) and
+    statistics of its input on `calibration` ([T, F] feature arrays of the audio training
+    will see, augmented as its batches are, so that the running averages stay put) and
     an affine map that undoes them, so the copy computes what the bundle computes, in eval
     mode exactly and in training mode up to how far a batch's statistics stray from them."""
     if not folded.folded:
