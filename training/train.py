@@ -158,11 +158,14 @@ def setup_distributed(device: str) -> Dist:
     return Dist(rank=dist.get_rank(), world=world, device=dev)
 
 
+def _spread(n: int, limit: int) -> list[int]:
+    """Up to `limit` indices spread evenly over n items, in order."""
+    return sorted(set(np.linspace(0, n - 1, num=min(n, limit)).astype(int).tolist()))
+
+
 def clean_features(dataset: SpeechDataset, limit: int) -> Iterator[npt.NDArray[np.float32]]:
     """Unaugmented features of up to `limit` utterances spread evenly over the dataset."""
-    n = len(dataset)
-    idx = np.linspace(0, n - 1, num=min(n, limit)).astype(int)
-    for i in sorted(set(idx.tolist())):
+    for i in _spread(len(dataset), limit):
         audio = load_audio(str(dataset.utterances[i].audio))
         yield featurize(audio, dataset.cfg.features)
 
@@ -171,9 +174,7 @@ def training_features(dataset: SpeechDataset, limit: int) -> Iterator[torch.Tens
     """Features of up to `limit` utterances spread evenly over the dataset, as the run's
     batches see them (augmented when it augments): the statistics that BatchNorm's running
     averages track once training starts."""
-    n = len(dataset)
-    idx = np.linspace(0, n - 1, num=min(n, limit)).astype(int)
-    for i in sorted(set(idx.tolist())):
+    for i in _spread(len(dataset), limit):
         yield dataset[i].feats
 
 
