@@ -31,6 +31,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "LM text from WordNet's glosses or your own raw text; held-out text left out",
     ),
     "eval": ("evaluation.cli_eval", "WER/CER of a bundle on a manifest, greedy and with the LM"),
+    "compare": (
+        "evaluation.compare",
+        "is one bundle better than another? paired bootstrap over two `eval` reports",
+    ),
     "build-lm": ("decoder.build", "build a KenLM n-gram (word or character) for decoding"),
     "tune-lm": ("evaluation.cli_tune", "search LM weight and insertion bonus on a dev manifest"),
     "tune-warp": (

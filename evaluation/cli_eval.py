@@ -213,6 +213,14 @@ def evaluate(
             for name, s in results.items()
         },
         "worst": worst(utts, results, args.worst),
+        # every utterance's error counts, so that `harken compare` can pair two reports
+        "per_utterance": {
+            "audio": [str(u.audio) for u in utts],
+            **{
+                name: [[x.word_errors, x.words, x.char_errors, x.chars] for x in s]
+                for name, s in results.items()
+            },
+        },
     }
 
 

@@ -55,6 +55,10 @@
 #   bash scripts/make_default.sh text2    # the rest of the fortunes (data/corpus3; after plans)
 #   bash scripts/make_default.sh newtext  # models/default on data/corpus3 and her prompts, on
 #                                         # the CPU (runs/newtext; not kept)
+#   bash scripts/make_default.sh text3    # 6 h of WordNet's sentences (data/corpus4; after
+#                                         # plans, text2 and lm)
+#   bash scripts/make_default.sh mix      # INIT (runs/newtext's bundle) on corpus3, corpus4 and
+#                                         # her prompts, on the CPU (runs/mix)
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate` (RUN=runs/real1
 #                                         # B=runs/real1/candidate R=runs/real1/results builds
 #                                         # and measures a candidate without touching models/)
@@ -282,6 +286,26 @@ case "${1:-}" in
       --workers 1 --checkpoint-every 200 --dev-every 500 --strategy alternated \
       --sortagrad false --ema-decay 0.998 --threads "${THREADS:-1}"
     ;;
+  text3)
+    # the fortunes are all spoken (text2), so the next new text is WordNet's glosses and
+    # usage examples (data/lm/wordnet.txt, which already leaves out any sentence sharing six
+    # words with a held-out transcript), in the same voices; resumable like every synth
+    $H synth --out data/corpus4 --sentences data/lm/wordnet.txt \
+      --engines espeak-ng,flite,festival,pico,piper,rhvoice,kokoro \
+      --train-hours 6 --dev-minutes 0.1 --test-minutes 0.1 --seed 19 --workers "$(nproc)" \
+      --exclude data/plans/{corpus,kokoro,probe,corpus2}.txt data/corpus3/{train,dev,test}.jsonl \
+        data/corpus/{dev,test}.jsonl data/asterisk/{dev,test}.jsonl
+    ;;
+  mix)
+    # a second CPU stage: newtext's bundle (gpu4 + 9 epochs of corpus3) on corpus3 beside
+    # corpus4's new sentences and her prompts x4, both cores; resumes like every run
+    $H train --train data/corpus3/train.jsonl data/corpus4/train.jsonl data/asterisk/train.jsonl*4 \
+      --dev data/corpus/dev.jsonl --out "${OUT:-runs/mix}" --init-from "${INIT:-runs/newtext/bundle}" \
+      --model-config scripts/net_mel_3x512.json --device cpu --precision bf16 --batch-size 16 \
+      --lr "${LR:-1e-4}" --warmup-steps 100 --epochs 1000 --time-budget-s "${BUDGET_S:-4500}" \
+      --workers 1 --checkpoint-every 200 --dev-every 500 --strategy alternated \
+      --sortagrad false --ema-decay 0.998 --threads "${THREADS:-2}"
+    ;;
   finish)
     mkdir -p $B $R
     cp $RUN/bundle/model.safetensors $RUN/bundle/config.json $B/
@@ -322,13 +346,15 @@ case "${1:-}" in
     # (TRAIN200: another training manifest, where data/corpus's train was not rebuilt)
     $H eval --bundle $B --manifest "${TRAIN200:-data/corpus/train.jsonl}" --limit 200 \
       --out $R/default_eval_train200.json
-    # CORPUS2=1 / CORPUS3=1: the candidate also learnt the new text of `text` / `text2`;
+    # CORPUS2=1 / CORPUS3=1 / CORPUS4=1: the candidate also learnt the new text of `text` /
+    # `text2` / `text3`;
     # EARLIER=CARD.md: the card of the bundle it continued from, whose data lines carry over
     EXTRA=()
     [ -f data/kokoro/stats.json ] &&
       EXTRA+=(--extra-data "Kokoro voices (data/kokoro)=data/kokoro/stats.json")
     [ -n "${CORPUS2:-}" ] && EXTRA+=(--extra-data "new text (data/corpus2)=data/corpus2/stats.json")
     [ -n "${CORPUS3:-}" ] && EXTRA+=(--extra-data "new text (data/corpus3)=data/corpus3/stats.json")
+    [ -n "${CORPUS4:-}" ] && EXTRA+=(--extra-data "WordNet's text (data/corpus4)=data/corpus4/stats.json")
     [ -n "${EARLIER:-}" ] && EXTRA+=(--earlier-card "$EARLIER")
     .venv/bin/python -m models.card --bundle $B --corpus-stats data/corpus/stats.json \
       "${EXTRA[@]}" \
@@ -340,6 +366,6 @@ case "${1:-}" in
       --lm-text "WordNet's glosses=data/lm/wordnet.report.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|mix|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac
