@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -213,9 +214,10 @@ def evaluate(
             for name, s in results.items()
         },
         "worst": worst(utts, results, args.worst),
-        # every utterance's error counts, so that `harken compare` can pair two reports
+        # every utterance's error counts, so that `harken compare` can pair two reports; audio
+        # relative to the manifest, so that reports from two checkouts still pair
         "per_utterance": {
-            "audio": [str(u.audio) for u in utts],
+            "audio": [os.path.relpath(u.audio, Path(args.manifest).parent) for u in utts],
             **{
                 name: [[x.word_errors, x.words, x.char_errors, x.chars] for x in s]
                 for name, s in results.items()

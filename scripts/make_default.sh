@@ -341,6 +341,14 @@ case "${1:-}" in
     $H eval --bundle $B --manifest data/asterisk/dev.jsonl --beam --out $R/default_eval_real_dev.json
     $H eval --bundle $B --manifest data/asterisk/test.jsonl --beam $PEERS \
       --out $R/default_eval_real_test.json
+    # a candidate beside the shipped model, utterance by utterance (paired bootstrap): how
+    # much of a dev difference is noise (models/results/mix.md)
+    if [ "$R" != models/results ]; then
+      for s in dev real_dev; do
+        $H compare models/results/default_eval_$s.json $R/default_eval_$s.json \
+          --out $R/compare_$s.md
+      done
+    fi
     # the same model on voices it trained on (first 200 training utterances): the gap to
     # dev/test is how far held-out voices are from the training voices
     # (TRAIN200: another training manifest, where data/corpus's train was not rebuilt)

@@ -40,7 +40,8 @@ def test_eval_reports_of_one_bundle_pair_up_and_show_no_difference(
         assert cli_eval.main(args) == 0
         reports.append(json.loads(args.out.read_text()))
     rows = reports[0]["per_utterance"]
-    assert len(rows["audio"]) == 5 and len(rows["greedy"]) == 5
+    assert rows["audio"] == [f"u{i}.wav" for i in range(5)]  # relative to the manifest
+    assert len(rows["greedy"]) == 5
     assert (
         sum(r[0] for r in rows["greedy"])
         == reports[0]["decoders"]["greedy"]["overall"]["word_errors"]
