@@ -59,6 +59,7 @@
 #                                         # plans, text2 and lm)
 #   bash scripts/make_default.sh mix      # INIT (runs/newtext's bundle) on corpus3, corpus4 and
 #                                         # her prompts, on the CPU (runs/mix)
+#   bash scripts/make_default.sh mixsoup  # gpu4 x2 with mix, averaged: models/default now
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate` (RUN=runs/real1
 #                                         # B=runs/real1/candidate R=runs/real1/results builds
 #                                         # and measures a candidate without touching models/)
@@ -306,6 +307,13 @@ case "${1:-}" in
       --workers 1 --checkpoint-every 200 --dev-every 500 --strategy alternated \
       --sortagrad false --ema-decay 0.998 --threads "${THREADS:-2}"
     ;;
+  mixsoup)
+    # models/default since the fifteenth session: gpu4's weights x2 with mix's (runs/mix's
+    # candidate, after `finish`); gpu4 is models/default at f216fa8 (`git worktree add
+    # /tmp/gpu4 f216fa8`, then GPU4=/tmp/gpu4/models/default). `evaluate` then measures it
+    .venv/bin/python models/results/soup/soup.py "${OUT:-runs/mixsoup}" \
+      "${GPU4:?set GPU4 to the gpu4 bundle directory}*2" runs/mix/candidate
+    ;;
   finish)
     mkdir -p $B $R
     cp $RUN/bundle/model.safetensors $RUN/bundle/config.json $B/
@@ -374,6 +382,6 @@ case "${1:-}" in
       --lm-text "WordNet's glosses=data/lm/wordnet.report.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|mix|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|mix|mixsoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac
