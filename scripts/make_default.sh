@@ -87,6 +87,18 @@ from_default() {
     --sortagrad false
 }
 
+# a fine-tune on the CPU in bf16 from a bundle, the cosine over a training-time budget:
+#   OUT INIT LR BUDGET_S THREADS TRAIN_MANIFEST... (the env vars of the same names override)
+cpu_stage() {
+  local out=$1 init=$2 lr=$3 budget=$4 threads=$5
+  shift 5
+  $H train --train "$@" --dev data/corpus/dev.jsonl --out "${OUT:-$out}" \
+    --init-from "${INIT:-$init}" --model-config scripts/net_mel_3x512.json --device cpu \
+    --precision bf16 --batch-size 16 --lr "${LR:-$lr}" --warmup-steps 100 --epochs 1000 \
+    --time-budget-s "${BUDGET_S:-$budget}" --workers 1 --checkpoint-every 200 --dev-every 500 \
+    --strategy alternated --sortagrad false --ema-decay 0.998 --threads "${THREADS:-$threads}"
+}
+
 case "${1:-}" in
   corpus)
     # the engines models/default learnt from (kokoro's voices come in `people`, data/kokoro)
@@ -277,15 +289,10 @@ case "${1:-}" in
       --dev-every 200 --strategy alternated --threads "${THREADS:-1}" "${extra[@]}"
     ;;
   newtext)
-    # gpu4 (models/default) on the new text alone (data/corpus3, after `text2`) and her train
-    # prompts x4, on the CPU; the defaults are the recorded run's (models/results/newtext.md:
+    # models/default (gpu4 when it ran) on the new text alone (data/corpus3, after `text2`)
+    # and her train prompts x4, on the CPU; the defaults are the recorded run's (models/results/newtext.md:
     # a little on TTS test and her dev, not on TTS dev; not kept). Resumes like every run
-    $H train --train data/corpus3/train.jsonl data/asterisk/train.jsonl*4 \
-      --dev data/corpus/dev.jsonl --out "${OUT:-runs/newtext}" --init-from "${INIT:-$B}" \
-      --model-config scripts/net_mel_3x512.json --device cpu --precision bf16 --batch-size 16 \
-      --lr "${LR:-1.5e-4}" --warmup-steps 100 --epochs 1000 --time-budget-s "${BUDGET_S:-3600}" \
-      --workers 1 --checkpoint-every 200 --dev-every 500 --strategy alternated \
-      --sortagrad false --ema-decay 0.998 --threads "${THREADS:-1}"
+    cpu_stage runs/newtext "$B" 1.5e-4 3600 1 data/corpus3/train.jsonl data/asterisk/train.jsonl*4
     ;;
   text3)
     # the fortunes are all spoken (text2), so the next new text is WordNet's glosses and
@@ -300,12 +307,9 @@ case "${1:-}" in
   mix)
     # a second CPU stage: newtext's bundle (gpu4 + 9 epochs of corpus3) on corpus3 beside
     # corpus4's new sentences and her prompts x4, both cores; resumes like every run
-    $H train --train data/corpus3/train.jsonl data/corpus4/train.jsonl data/asterisk/train.jsonl*4 \
-      --dev data/corpus/dev.jsonl --out "${OUT:-runs/mix}" --init-from "${INIT:-runs/newtext/bundle}" \
-      --model-config scripts/net_mel_3x512.json --device cpu --precision bf16 --batch-size 16 \
-      --lr "${LR:-1e-4}" --warmup-steps 100 --epochs 1000 --time-budget-s "${BUDGET_S:-4500}" \
-      --workers 1 --checkpoint-every 200 --dev-every 500 --strategy alternated \
-      --sortagrad false --ema-decay 0.998 --threads "${THREADS:-2}"
+    # (the recorded run: INIT=runs/newtext_bn/bundle, models/results/mix.md)
+    cpu_stage runs/mix runs/newtext/bundle 1e-4 4200 2 \
+      data/corpus3/train.jsonl data/corpus4/train.jsonl data/asterisk/train.jsonl*4
     ;;
   mixsoup)
     # models/default since the fifteenth session: gpu4's weights x2 with mix's (runs/mix's
