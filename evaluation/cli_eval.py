@@ -217,7 +217,7 @@ def evaluate(
         # every utterance's error counts, so that `harken compare` can pair two reports; audio
         # relative to the manifest, so that reports from two checkouts still pair
         "per_utterance": {
-            "audio": [os.path.relpath(u.audio, Path(args.manifest).parent) for u in utts],
+            "audio": [os.path.relpath(u.audio, args.manifest.parent) for u in utts],
             **{
                 name: [[x.word_errors, x.words, x.char_errors, x.chars] for x in s]
                 for name, s in results.items()

@@ -89,16 +89,16 @@ def compare(
             total = max(int(lengths.sum()), 1)
             out.append(
                 Comparison(
-                    name,
-                    unit,
-                    int(ma[:, err].sum()) / total,
-                    int(mb[:, err].sum()) / total,
-                    low,
-                    high,
-                    p_worse,
-                    int(np.sum(mb[:, err] < ma[:, err])),
-                    int(np.sum(mb[:, err] > ma[:, err])),
-                )  # fmt: skip
+                    decoder=name,
+                    unit=unit,
+                    rate_a=int(ma[:, err].sum()) / total,
+                    rate_b=int(mb[:, err].sum()) / total,
+                    low=low,
+                    high=high,
+                    p_worse=p_worse,
+                    better=int(np.sum(mb[:, err] < ma[:, err])),
+                    worse=int(np.sum(mb[:, err] > ma[:, err])),
+                )
             )
     if not out:
         raise ValueError(f"{paths[0]} and {paths[1]} share no decoder")

@@ -290,8 +290,9 @@ case "${1:-}" in
     ;;
   newtext)
     # models/default (gpu4 when it ran) on the new text alone (data/corpus3, after `text2`)
-    # and her train prompts x4, on the CPU; the defaults are the recorded run's (models/results/newtext.md:
-    # a little on TTS test and her dev, not on TTS dev; not kept). Resumes like every run
+    # and her train prompts x4, on the CPU; the defaults are the recorded run's
+    # (models/results/newtext.md: a little on TTS test and her dev, not on TTS dev; not
+    # kept). Resumes like every run
     cpu_stage runs/newtext "$B" 1.5e-4 3600 1 data/corpus3/train.jsonl data/asterisk/train.jsonl*4
     ;;
   text3)
