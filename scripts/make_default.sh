@@ -48,7 +48,7 @@
 #                                         # 25 min each (runs/scratch-*; scratch-control beside)
 #   bash scripts/make_default.sh probe    # 0.15 h of sentences no corpus speaks, in the training
 #                                         # voices: new text vs new voices (data/probe)
-#   bash scripts/make_default.sh text     # 9.9 h of such sentences (data/corpus2; after probe),
+#   bash scripts/make_default.sh text     # 9.9 h of such sentences (data/corpus2; after plans),
 #                                         # which gpu4 (models/default) learnt on a lent H100
 #   bash scripts/make_default.sh plans    # the sentences of corpus, kokoro, probe and corpus2,
 #                                         # from their seeds, without audio (data/plans)
@@ -164,10 +164,12 @@ case "${1:-}" in
   text)
     # new text: every fortune sentence no other corpus speaks (the unseen-text probe showed
     # that unseen sentences cost more than unseen voices; models/results/text.md), 10 h in
-    # all seven engines' training voices (after `probe`, whose sentences it leaves out)
+    # all seven engines' training voices (after `plans`: it excludes the other corpora's plans,
+    # which plan exactly the sentences of data/plans/corpus2.txt, so that a fresh machine
+    # rebuilds it without their audio; the sixteenth session did, 28 min on 2 cores)
     $H synth --out data/corpus2 --engines espeak-ng,flite,festival,pico,piper,rhvoice,kokoro \
       --train-hours 10 --dev-minutes 0.1 --test-minutes 0.1 --seed 13 --workers "$(nproc)" \
-      --exclude data/{corpus,kokoro,probe}/{train,dev,test}.jsonl
+      --exclude data/plans/{corpus,kokoro,probe}.txt
     ;;
   plans)
     # what each corpus gpu4 learnt from was asked to speak, recomputed from its seed in a second
