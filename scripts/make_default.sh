@@ -59,7 +59,9 @@
 #                                         # plans, text2 and lm)
 #   bash scripts/make_default.sh mix      # INIT (runs/newtext's bundle) on corpus3, corpus4 and
 #                                         # her prompts, on the CPU (runs/mix)
-#   bash scripts/make_default.sh mixsoup  # gpu4 x2 with mix, averaged: models/default now
+#   bash scripts/make_default.sh mixsoup  # gpu4 x2 with mix, averaged (the fifteenth session's)
+#   bash scripts/make_default.sh gpusoup  # an H100 call from mixsoup's model, averaged 1:1 with
+#                                         # it: models/default now
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate` (RUN=runs/real1
 #                                         # B=runs/real1/candidate R=runs/real1/results builds
 #                                         # and measures a candidate without touching models/)
@@ -321,6 +323,14 @@ case "${1:-}" in
     .venv/bin/python models/results/soup/soup.py "${OUT:-runs/mixsoup}" \
       "${GPU4:?set GPU4 to the gpu4 bundle directory}*2" runs/mix/candidate
     ;;
+  gpusoup)
+    # models/default since the sixteenth session: the H100 call's bundle (gpu5, from the model
+    # below, on corpus2, corpus3, half of corpus4 and her prompts; models/results/gpu/README.md)
+    # averaged 1:1 with the model it started from (models/default at 23b4c4a: `git worktree add
+    # /tmp/prev 23b4c4a`, then PREV=/tmp/prev/models/default); `evaluate` then measures it
+    .venv/bin/python models/results/soup/soup.py "${OUT:-runs/gpusoup}" \
+      "${PREV:?set PREV to the bundle gpu5 started from}" "${GPU5:?set GPU5 to the bundle of gpu5}"
+    ;;
   finish)
     mkdir -p $B $R
     cp $RUN/bundle/model.safetensors $RUN/bundle/config.json $B/
@@ -389,6 +399,6 @@ case "${1:-}" in
       --lm-text "WordNet's glosses=data/lm/wordnet.report.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|mix|mixsoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|mix|mixsoup|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac
