@@ -105,6 +105,7 @@ class Progress:
     train_seconds: float = 0.0
     audio_seconds: float = 0.0
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    best_dev_cer: float | None = None  # the lowest dev greedy CER scored so far in this run
 
 
 def ema_rate(decay: float, step: int) -> float:
@@ -238,6 +239,7 @@ class Trainer:
         if cfg.max_steps:
             self.total_steps = min(self.total_steps, cfg.max_steps)
         self.progress = Progress()
+        self._on_best: Callable[[Trainer], None] | None = None  # set by `fit`
         self.scaler = torch.amp.GradScaler(
             "cuda", enabled=cfg.precision == "fp16" and self.dist.device.type == "cuda"
         )
@@ -458,10 +460,17 @@ class Trainer:
             or (c.time_budget_s and p.train_seconds >= c.time_budget_s)
         )
 
-    def fit(self, on_epoch: Callable[[Trainer], None] | None = None) -> Progress:
+    def fit(
+        self,
+        on_epoch: Callable[[Trainer], None] | None = None,
+        on_best: Callable[[Trainer], None] | None = None,
+    ) -> Progress:
         """Train until the epochs, the step limit or the time budget run out; `on_epoch` runs
         on rank 0 after each epoch's checkpoint (the CLI exports a bundle there, so a run cut
-        short still leaves its latest model)."""
+        short still leaves its latest model); `on_best` runs on rank 0 whenever a dev score is
+        the run's lowest CER yet, with the weights that scored it (the CLI keeps them as a
+        second bundle: a long run can pass its best dev point well before its end)."""
+        self._on_best = on_best
         if not self.resume():
             if self.cfg.init_from:
                 self.init_from_bundle(Path(self.cfg.init_from))
@@ -479,6 +488,7 @@ class Trainer:
                 break  # cut mid-epoch (a limit met on its last batch still ends the epoch)
             p.history.append({"epoch": p.epoch, "step": p.step, **self.evaluate()})
             self._log(p.history[-1])
+            self._note_best(p.history[-1])
             p.epoch, p.batch_in_epoch = p.epoch + 1, 0
             self.save_checkpoint()
             if on_epoch is not None and self.dist.main:
@@ -551,10 +561,21 @@ class Trainer:
                     f"step {p.step}: dev greedy "
                     + ", ".join(f"{k} {v:.3f}" for k, v in scores.items())
                 )
+                self._note_best(scores)
             if p.step % self.cfg.checkpoint_every == 0:  # after the dev score, which it keeps
                 self.save_checkpoint()
             if self._should_stop():
                 break
+
+    def _note_best(self, scores: dict[str, Any]) -> None:
+        """Record a dev score; a CER lower than every earlier one of the run calls `on_best`
+        (a tie keeps the earlier weights: fewer steps from the start for the same score)."""
+        cer, p = scores.get("cer"), self.progress
+        if cer is None or (p.best_dev_cer is not None and cer >= p.best_dev_cer):
+            return
+        p.best_dev_cer = cer
+        if self._on_best is not None and self.dist.main:
+            self._on_best(self)
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
@@ -632,6 +653,15 @@ def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
     return save_bundle(trainer.final_model, path, provenance=provenance)
 
 
+def _dev_cer_of(bundle: Path) -> float | None:
+    """The dev CER a bundle's provenance records, if that bundle exists."""
+    try:
+        cer = read_bundle_config(bundle).get("provenance", {}).get("dev_greedy_cer")
+    except (OSError, ValueError):
+        return None
+    return float(cer) if isinstance(cer, int | float) else None
+
+
 def export_checkpoint(trainer: Trainer, bundle: Path, train_manifest: str) -> int:
     """`--export-only`: the bundle of the run's checkpoint, as `fit` would have exported it."""
     if not trainer.dist.main:
@@ -680,7 +710,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "so a small corpus (real speech beside hours of TTS) gets a share worth learning from",
     )
     p.add_argument("--dev", help="dev manifest for per-epoch greedy WER/CER")
-    p.add_argument("--out", required=True, help="run directory: checkpoint.pt, log.jsonl, bundle/")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="run directory: checkpoint.pt, log.jsonl, bundle/ (the latest model) and, with "
+        "--dev, best/ (the weights of the lowest dev CER so far)",
+    )
     p.add_argument("--export", help="bundle directory to write at the end (default OUT/bundle)")
     p.add_argument(
         "--export-only",
@@ -778,7 +813,20 @@ def main(args: argparse.Namespace) -> int:
     manifests = " ".join(args.train)
     if args.export_only:
         return export_checkpoint(trainer, bundle, manifests)
-    trainer.fit(on_epoch=lambda t: print(f"bundle written to {export(t, bundle, manifests)}"))
+    best = Path(args.out) / "best"
+
+    def keep_best(t: Trainer) -> None:
+        # a resumed run may meet scores between its checkpoint's best and the bundle kept
+        # after that checkpoint; only a lower one replaces it
+        held = _dev_cer_of(best)
+        if held is None or (t.progress.best_dev_cer or 0.0) < held:
+            where = export(t, best, manifests)
+            print(f"best dev CER so far ({t.progress.best_dev_cer:.3f}): bundle written to {where}")
+
+    trainer.fit(
+        on_epoch=lambda t: print(f"bundle written to {export(t, bundle, manifests)}"),
+        on_best=keep_best,
+    )
     if trainer.dist.world > 1:
         dist.barrier()  # every rank done with the group before any tears it down
         dist.destroy_process_group()

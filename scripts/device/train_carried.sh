@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Train on a lent GPU machine from what one call can carry (64 MiB): the corpus as 10 kbit/s
 # Opus in one blob (pack_corpus.py), the initial weights as int8 (carry_weights.py), and the
-# wheels the machine lacks. The EMA bundle comes back in $OUT, split under the 16 MB file limit.
+# wheels the machine lacks. The EMA bundle comes back in $OUT, split under the 16 MB file limit,
+# and beside it (best.*) the bundle of the run's lowest dev CER, which a long call can pass
+# well before its end (models/results/gpu/README.md, call 8).
 # A corpus larger than one call comes in several packs: earlier calls on the same warm machine
 # leave theirs in an ignored folder (stash_pack.sh), named in PACKS; every pack's *_train.jsonl
 # trains (asterisk's x8), and dev is corpus_dev.jsonl, which one of them carries.
@@ -35,5 +37,9 @@ nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
 if [ -n "${OUT:-}" ] && [ -f /tmp/run/bundle/model.safetensors ]; then
   cp /tmp/run/bundle/config.json /tmp/run/bundle/CARD.md "$OUT/"; cp /tmp/run/log.jsonl "$OUT/" 2>/dev/null
   split -b 15M /tmp/run/bundle/model.safetensors "$OUT/model.safetensors.part-"
+  if [ -f /tmp/run/best/model.safetensors ]; then  # the lowest dev CER's weights (8 files in all)
+    cp /tmp/run/best/config.json "$OUT/best.config.json"
+    split -b 15M /tmp/run/best/model.safetensors "$OUT/best.model.safetensors.part-"
+  fi
   ls -la "$OUT"
 fi

@@ -597,3 +597,39 @@ def test_a_bad_repeat_count_is_refused_with_the_reason(
     argv = ["train", "--train", f"{tmp_path}/train.jsonl*x", "--out", str(tmp_path / "run")]
     assert harken_cli.main(argv) == 2
     assert "the repeat count after '*' must be 1 or more" in capsys.readouterr().err
+
+
+def test_a_run_keeps_the_weights_of_its_best_dev_score_beside_its_latest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dev scores that fall, then rise (scripted, so the test does not depend on how a tiny
+    model learns): `OUT/best` holds the weights that scored lowest, `OUT/bundle` the last."""
+    utts = make_corpus(tmp_path, 6)  # 3 steps an epoch at batch 2; scored at every step and
+    write_manifest(tmp_path / "dev.jsonl", utts[:2])  # at each epoch's end: 8 scores in all
+    script = iter([0.9, 0.4, 0.7, 0.7, 0.6, 0.5, 0.8, 0.8])
+    scored: list[Path] = []
+
+    def scripted(self: Trainer) -> dict[str, float]:
+        scored.append(save_bundle(self.final_model, tmp_path / f"scored{len(scored)}"))
+        cer = next(script)
+        return {"wer": cer, "cer": cer}
+
+    monkeypatch.setattr(Trainer, "evaluate", scripted)
+    net = tmp_path / "net.json"
+    net.write_text(json.dumps(MODEL.to_dict()))
+    argv = ["train", "--train", str(tmp_path / "train.jsonl"), "--dev", str(tmp_path / "dev.jsonl")]
+    argv += ["--model-config", str(net), "--out", str(tmp_path / "run"), "--device", "cpu"]
+    argv += ["--epochs", "100", "--max-steps", "6", "--dev-every", "1", "--batch-size", "2"]
+    argv += ["--strategy", "random", "--workers", "0", "--threads", "1", "--augment", "false"]
+    assert harken_cli.main(argv) == 0
+    assert len(scored) == 8
+
+    best, latest = tmp_path / "run" / "best", tmp_path / "run" / "bundle"
+    provenance = load_bundle(best).provenance
+    assert (provenance["dev_greedy_cer"], provenance["dev_greedy_at_step"]) == (0.4, 2)
+    assert load_bundle(latest).provenance["steps"] == 6
+    # the weights kept are the ones scored 0.4 (the second score), not the later 0.5's
+    weights = (best / "model.safetensors").read_bytes()
+    assert weights == (scored[1] / "model.safetensors").read_bytes()
+    assert weights != (scored[5] / "model.safetensors").read_bytes()
+    assert weights != (latest / "model.safetensors").read_bytes()
