@@ -57,6 +57,8 @@
 #                                         # the CPU (runs/newtext; not kept)
 #   bash scripts/make_default.sh text3    # 6 h of WordNet's sentences (data/corpus4; after
 #                                         # plans, text2 and lm)
+#   bash scripts/make_default.sh text4    # 2.17 h of sentences from two more Debian fortune
+#                                         # packages (data/corpus5; after plans and text2)
 #   bash scripts/make_default.sh mix      # INIT (runs/newtext's bundle) on corpus3, corpus4 and
 #                                         # her prompts, on the CPU (runs/mix)
 #   bash scripts/make_default.sh mixsoup  # gpu4 x2 with mix, averaged (the fifteenth session's)
@@ -309,6 +311,21 @@ case "${1:-}" in
       --exclude data/plans/{corpus,kokoro,probe,corpus2}.txt data/corpus3/{train,dev,test}.jsonl \
         data/corpus/{dev,test}.jsonl data/asterisk/{dev,test}.jsonl
     ;;
+  text4)
+    # more sentences, not glosses (WordNet's short noun phrases cost words: words/README.md):
+    # the English fortune files of Debian packages that setup does not install (quotes on
+    # anarchism, BOFH excuses), unpacked into data/fortunes_extra so that the default
+    # fortune directory, which every earlier plan was drawn from, stays as it was (1,623
+    # clips, 2.17 h, 9 min on the Zen 5 beside a CI run)
+    mkdir -p data/fortunes_extra/deb
+    (cd data/fortunes_extra/deb && apt-get download fortune-anarchism fortunes-bofh-excuses)
+    for f in data/fortunes_extra/deb/*.deb; do dpkg -x "$f" data/fortunes_extra/root; done
+    $H synth --out data/corpus5 --fortunes data/fortunes_extra/root/usr/share/games/fortunes \
+      --engines espeak-ng,flite,festival,pico,piper,rhvoice,kokoro \
+      --train-hours 20 --dev-minutes 0.1 --test-minutes 0.1 --seed 23 --workers "$(nproc)" \
+      --exclude data/plans/{corpus,kokoro,probe,corpus2}.txt data/corpus3/{train,dev,test}.jsonl \
+        data/corpus/{dev,test}.jsonl data/asterisk/{dev,test}.jsonl
+    ;;
   mix)
     # a second CPU stage: newtext's bundle (gpu4 + 9 epochs of corpus3) on corpus3 beside
     # corpus4's new sentences and her prompts x4, both cores; resumes like every run
@@ -399,6 +416,6 @@ case "${1:-}" in
       --lm-text "WordNet's glosses=data/lm/wordnet.report.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|mix|mixsoup|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|mix|mixsoup|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac
