@@ -814,11 +814,12 @@ def main(args: argparse.Namespace) -> int:
     if args.export_only:
         return export_checkpoint(trainer, bundle, manifests)
     best = Path(args.out) / "best"
+    resuming = (Path(args.out) / "checkpoint.pt").exists()
 
     def keep_best(t: Trainer) -> None:
         # a resumed run may meet scores between its checkpoint's best and the bundle kept
-        # after that checkpoint; only a lower one replaces it
-        held = _dev_cer_of(best)
+        # after that checkpoint, so only a lower one replaces it; a fresh run owns best/
+        held = _dev_cer_of(best) if resuming else None
         if held is None or (t.progress.best_dev_cer or 0.0) < held:
             where = export(t, best, manifests)
             print(f"best dev CER so far ({t.progress.best_dev_cer:.3f}): bundle written to {where}")

@@ -633,3 +633,40 @@ def test_a_run_keeps_the_weights_of_its_best_dev_score_beside_its_latest(
     assert weights == (scored[1] / "model.safetensors").read_bytes()
     assert weights != (scored[5] / "model.safetensors").read_bytes()
     assert weights != (latest / "model.safetensors").read_bytes()
+
+
+def test_a_resumed_run_does_not_replace_a_better_best_kept_after_its_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after keeping a best that its last checkpoint does not know of: the resumed run
+    scores the redone step worse than that best, and `OUT/best` stays."""
+    utts = make_corpus(tmp_path, 6)  # batch 1: 6 steps an epoch, so no epoch ends here
+    write_manifest(tmp_path / "dev.jsonl", utts[:2])
+    script = iter([0.9, 0.8, 0.3, 0.5, 0.6, 0.7])  # steps 1, 2, 3 | resumed: 3, 4, 5
+    monkeypatch.setattr(
+        Trainer, "evaluate", lambda self: dict.fromkeys(("wer", "cer"), next(script))
+    )
+    net = tmp_path / "net.json"
+    net.write_text(json.dumps(MODEL.to_dict()))
+    argv = ["train", "--train", str(tmp_path / "train.jsonl"), "--dev", str(tmp_path / "dev.jsonl")]
+    argv += ["--model-config", str(net), "--out", str(tmp_path / "run"), "--device", "cpu"]
+    argv += ["--epochs", "100", "--max-steps", "5", "--dev-every", "1", "--batch-size", "1"]
+    argv += ["--checkpoint-every", "2", "--strategy", "random", "--workers", "0", "--threads", "1"]
+    argv += ["--augment", "false"]
+    step = Trainer.train_step
+
+    def dies_at_step_4(self: Trainer, batch: Batch) -> float:
+        if self.progress.step >= 3:
+            raise Killed(self.progress.step)
+        return step(self, batch)
+
+    monkeypatch.setattr(Trainer, "train_step", dies_at_step_4)
+    with pytest.raises(Killed):
+        harken_cli.main(argv)  # kept best 0.3 at step 3; its checkpoint is step 2's (best 0.8)
+    best = tmp_path / "run" / "best"
+    kept = (best / "model.safetensors").read_bytes()
+    monkeypatch.setattr(Trainer, "train_step", step)
+    assert harken_cli.main(argv) == 0  # redoes step 3 and scores it 0.5: better than 0.8 only
+    provenance = load_bundle(best).provenance
+    assert (provenance["dev_greedy_cer"], provenance["dev_greedy_at_step"]) == (0.3, 3)
+    assert (best / "model.safetensors").read_bytes() == kept
