@@ -599,6 +599,16 @@ def test_a_bad_repeat_count_is_refused_with_the_reason(
     assert "the repeat count after '*' must be 1 or more" in capsys.readouterr().err
 
 
+def _scored_every_step(root: Path, *flags: str) -> list[str]:
+    """`harken train` argv for the tiny model on ROOT's corpus, dev scored at every step."""
+    net = root / "net.json"
+    net.write_text(json.dumps(MODEL.to_dict()))
+    argv = ["train", "--train", str(root / "train.jsonl"), "--dev", str(root / "dev.jsonl")]
+    argv += ["--model-config", str(net), "--out", str(root / "run"), "--device", "cpu"]
+    argv += ["--epochs", "100", "--dev-every", "1", "--strategy", "random", "--workers", "0"]
+    return [*argv, "--threads", "1", "--augment", "false", *flags]
+
+
 def test_a_run_keeps_the_weights_of_its_best_dev_score_beside_its_latest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -615,12 +625,7 @@ def test_a_run_keeps_the_weights_of_its_best_dev_score_beside_its_latest(
         return {"wer": cer, "cer": cer}
 
     monkeypatch.setattr(Trainer, "evaluate", scripted)
-    net = tmp_path / "net.json"
-    net.write_text(json.dumps(MODEL.to_dict()))
-    argv = ["train", "--train", str(tmp_path / "train.jsonl"), "--dev", str(tmp_path / "dev.jsonl")]
-    argv += ["--model-config", str(net), "--out", str(tmp_path / "run"), "--device", "cpu"]
-    argv += ["--epochs", "100", "--max-steps", "6", "--dev-every", "1", "--batch-size", "2"]
-    argv += ["--strategy", "random", "--workers", "0", "--threads", "1", "--augment", "false"]
+    argv = _scored_every_step(tmp_path, "--max-steps", "6", "--batch-size", "2")
     assert harken_cli.main(argv) == 0
     assert len(scored) == 8
 
@@ -646,13 +651,8 @@ def test_a_resumed_run_does_not_replace_a_better_best_kept_after_its_checkpoint(
     monkeypatch.setattr(
         Trainer, "evaluate", lambda self: dict.fromkeys(("wer", "cer"), next(script))
     )
-    net = tmp_path / "net.json"
-    net.write_text(json.dumps(MODEL.to_dict()))
-    argv = ["train", "--train", str(tmp_path / "train.jsonl"), "--dev", str(tmp_path / "dev.jsonl")]
-    argv += ["--model-config", str(net), "--out", str(tmp_path / "run"), "--device", "cpu"]
-    argv += ["--epochs", "100", "--max-steps", "5", "--dev-every", "1", "--batch-size", "1"]
-    argv += ["--checkpoint-every", "2", "--strategy", "random", "--workers", "0", "--threads", "1"]
-    argv += ["--augment", "false"]
+    argv = _scored_every_step(tmp_path, "--max-steps", "5", "--batch-size", "1")
+    argv += ["--checkpoint-every", "2"]
     step = Trainer.train_step
 
     def dies_at_step_4(self: Trainer, batch: Batch) -> float:
