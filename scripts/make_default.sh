@@ -103,6 +103,11 @@ cpu_stage() {
     --strategy alternated --sortagrad false --ema-decay 0.998 --threads "${THREADS:-$threads}"
 }
 
+# what a corpus of new text (text3, text4) must not speak: every earlier corpus's sentences
+# (their plans or manifests) and the held-out transcripts
+NEW_TEXT_EXCLUDE=(data/plans/{corpus,kokoro,probe,corpus2}.txt data/corpus3/{train,dev,test}.jsonl
+  data/corpus/{dev,test}.jsonl data/asterisk/{dev,test}.jsonl)
+
 case "${1:-}" in
   corpus)
     # the engines models/default learnt from (kokoro's voices come in `people`, data/kokoro)
@@ -170,7 +175,8 @@ case "${1:-}" in
     # that unseen sentences cost more than unseen voices; models/results/text.md), 10 h in
     # all seven engines' training voices (after `plans`: it excludes the other corpora's plans,
     # which plan exactly the sentences of data/plans/corpus2.txt, so that a fresh machine
-    # rebuilds it without their audio; the sixteenth session did, 28 min on 2 cores)
+    # rebuilds it without their audio; the sixteenth session did, 35 min on 2 cores beside
+    # Opus coding)
     $H synth --out data/corpus2 --engines espeak-ng,flite,festival,pico,piper,rhvoice,kokoro \
       --train-hours 10 --dev-minutes 0.1 --test-minutes 0.1 --seed 13 --workers "$(nproc)" \
       --exclude data/plans/{corpus,kokoro,probe}.txt
@@ -308,8 +314,7 @@ case "${1:-}" in
     $H synth --out data/corpus4 --sentences data/lm/wordnet.txt \
       --engines espeak-ng,flite,festival,pico,piper,rhvoice,kokoro \
       --train-hours 6 --dev-minutes 0.1 --test-minutes 0.1 --seed 19 --workers "$(nproc)" \
-      --exclude data/plans/{corpus,kokoro,probe,corpus2}.txt data/corpus3/{train,dev,test}.jsonl \
-        data/corpus/{dev,test}.jsonl data/asterisk/{dev,test}.jsonl
+      --exclude "${NEW_TEXT_EXCLUDE[@]}"
     ;;
   text4)
     # more sentences, not glosses (WordNet's short noun phrases cost words: words/README.md):
@@ -323,8 +328,7 @@ case "${1:-}" in
     $H synth --out data/corpus5 --fortunes data/fortunes_extra/root/usr/share/games/fortunes \
       --engines espeak-ng,flite,festival,pico,piper,rhvoice,kokoro \
       --train-hours 20 --dev-minutes 0.1 --test-minutes 0.1 --seed 23 --workers "$(nproc)" \
-      --exclude data/plans/{corpus,kokoro,probe,corpus2}.txt data/corpus3/{train,dev,test}.jsonl \
-        data/corpus/{dev,test}.jsonl data/asterisk/{dev,test}.jsonl
+      --exclude "${NEW_TEXT_EXCLUDE[@]}"
     ;;
   mix)
     # a second CPU stage: newtext's bundle (gpu4 + 9 epochs of corpus3) on corpus3 beside
