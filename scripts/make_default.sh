@@ -64,6 +64,9 @@
 #   bash scripts/make_default.sh mixsoup  # gpu4 x2 with mix, averaged (the fifteenth session's)
 #   bash scripts/make_default.sh gpusoup  # an H100 call from mixsoup's model, averaged 1:1 with
 #                                         # it: models/default now
+#   bash scripts/make_default.sh mix5     # models/default on corpus5 x2, corpus3, corpus2 and
+#                                         # her prompts x4, on the CPU (runs/mix5)
+#   bash scripts/make_default.sh mix5soup # mix5's candidate averaged 1:1 with models/default
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate` (RUN=runs/real1
 #                                         # B=runs/real1/candidate R=runs/real1/results builds
 #                                         # and measures a candidate without touching models/)
@@ -337,6 +340,19 @@ case "${1:-}" in
     cpu_stage runs/mix runs/newtext/bundle 1e-4 4200 2 \
       data/corpus3/train.jsonl data/corpus4/train.jsonl data/asterisk/train.jsonl*4
     ;;
+  mix5)
+    # a CPU stage from models/default (gpu5's soup) that reads corpus5's new sentences twice an
+    # epoch beside the fortunes it already knows (corpus2, corpus3) and her prompts x4;
+    # corpus4's WordNet glosses are left out (they taught deletions: models/results/words/)
+    cpu_stage runs/mix5 models/default 1e-4 5000 2 data/corpus5/train.jsonl*2 \
+      data/corpus3/train.jsonl data/corpus2/train.jsonl data/asterisk/train.jsonl*4
+    ;;
+  mix5soup)
+    # mix5's candidate (after `finish` with RUN=runs/mix5 B=runs/mix5/candidate) averaged 1:1
+    # with the model it started from; PREV names that bundle (models/default until it is replaced)
+    .venv/bin/python models/results/soup/soup.py "${OUT:-runs/mix5soup}" \
+      "${PREV:-models/default}" runs/mix5/candidate
+    ;;
   mixsoup)
     # models/default since the fifteenth session: gpu4's weights x2 with mix's (runs/mix's
     # candidate, after `finish`); gpu4 is models/default at f216fa8 (`git worktree add
@@ -420,6 +436,6 @@ case "${1:-}" in
       --lm-text "WordNet's glosses=data/lm/wordnet.report.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|mix|mixsoup|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|mix|mixsoup|mix5|mix5soup|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac
