@@ -11,12 +11,15 @@ probabilities. Prints greedy CER and beam WER per merge and writes them to OUT.j
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from decoder.alphabet import Alphabet
@@ -28,28 +31,35 @@ from models.manifest import read_manifest
 from models.warp import WarpChoice, select, warp_features
 from training.data import load_audio
 
+F32 = npt.NDArray[np.float32]
 
-def greedy(lp: np.ndarray, alphabet: Alphabet) -> str:
+
+def greedy(lp: F32, alphabet: Alphabet) -> str:
     ids = lp.argmax(axis=1)
     keep = [int(i) for j, i in enumerate(ids) if i != 0 and (j == 0 or i != ids[j - 1])]
     return " ".join(alphabet.decode(keep).split())
 
 
-def mean_probs(copies: list[np.ndarray]) -> np.ndarray:
+def mean_probs(copies: list[F32]) -> F32:
+    """The copies' mean probability per frame, as log-probs."""
     stacked = np.stack([c.astype(np.float64) for c in copies])
     m = stacked.max(axis=0)
-    return (m + np.log(np.exp(stacked - m).mean(axis=0))).astype(np.float32)
+    return np.asarray(m + np.log(np.exp(stacked - m).mean(axis=0)), np.float32)
 
 
-def mean_log_probs(copies: list[np.ndarray]) -> np.ndarray:
+def mean_log_probs(copies: list[F32]) -> F32:
     """The copies' geometric mean, renormalised per frame."""
     m = np.mean([c.astype(np.float64) for c in copies], axis=0)
     top = m.max(axis=1, keepdims=True)
-    return (m - top - np.log(np.exp(m - top).sum(axis=1, keepdims=True))).astype(np.float32)
+    return np.asarray(m - top - np.log(np.exp(m - top).sum(axis=1, keepdims=True)), np.float32)
 
 
-def chosen(copies: list[np.ndarray], factors: list[float], decide: int) -> np.ndarray:
+def chosen(copies: list[F32], factors: list[float], decide: int) -> F32:
     return select(copies, WarpChoice.start(len(factors), factors), decide)
+
+
+def _pair_mean(i: int, j: int, copies: list[F32]) -> F32:
+    return mean_probs([copies[i], copies[j]])
 
 
 def main() -> None:
@@ -60,7 +70,7 @@ def main() -> None:
     alphabet = Alphabet.from_list(model.config.alphabet)
     decoder = load_decoder(bundle, alphabet, model.config.frame_seconds)
     utts = read_manifest(manifest)
-    per_factor: list[list[np.ndarray]] = []  # [utt][factor] -> [T, V]
+    per_factor: list[list[F32]] = []  # [utt][factor] -> [T, V]
     t0 = time.time()
     with torch.inference_mode():
         for u in utts:
@@ -74,7 +84,7 @@ def main() -> None:
     idx = {a: i for i, a in enumerate(factors)}
     pair = [idx[0.8], idx[1.0]]
     decide = model.config.warp_decide_frames
-    merges = {
+    merges: dict[str, Callable[[list[F32]], F32]] = {
         "shipped: choose 0.8/1.0 (fixed after 2 s)": lambda c: chosen(
             [c[i] for i in pair], [0.8, 1.0], decide
         ),
@@ -84,11 +94,11 @@ def main() -> None:
     }
     for a in factors:
         if a != 1.0:
-            merges[f"mean of {a}/1.0"] = lambda c, a=a: mean_probs([c[idx[a]], c[idx[1.0]]])
+            merges[f"mean of {a}/1.0"] = functools.partial(_pair_mean, idx[a], idx[1.0])
     if len(factors) > 2:
         merges[f"mean of {'/'.join(map(str, factors))}"] = mean_probs
     refs = [u.text for u in utts]
-    results = {}
+    results: dict[str, dict[str, float]] = {}
     for name, merge in merges.items():
         merged = [merge(c) for c in per_factor]
         g = [greedy(m, alphabet) for m in merged]
