@@ -59,6 +59,8 @@
 #                                         # plans, text2 and lm)
 #   bash scripts/make_default.sh text4    # 2.17 h of sentences from two more Debian fortune
 #                                         # packages (data/corpus5; after plans and text2)
+#   bash scripts/make_default.sh text5    # about 5 h of The Devil's Dictionary (data/corpus6;
+#                                         # after plans, text2 and text4)
 #   bash scripts/make_default.sh mix      # INIT (runs/newtext's bundle) on corpus3, corpus4 and
 #                                         # her prompts, on the CPU (runs/mix)
 #   bash scripts/make_default.sh mixsoup  # gpu4 x2 with mix, averaged (the fifteenth session's)
@@ -333,6 +335,24 @@ case "${1:-}" in
       --train-hours 20 --dev-minutes 0.1 --test-minutes 0.1 --seed 23 --workers "$(nproc)" \
       --exclude "${NEW_TEXT_EXCLUDE[@]}"
     ;;
+  text5)
+    # more sentences: Bierce's The Devil's Dictionary (Debian's dict-devil, unpacked into
+    # data/devil without installing its dictd server), its paragraphs split into sentences by
+    # lm-text with the held-out filter; headword lines ("abasement n", "c r o s s n") are
+    # dropped by keeping lines of four or more words, most of them longer than one letter
+    mkdir -p data/devil/deb
+    (cd data/devil/deb && apt-get download dict-devil)
+    dpkg -x data/devil/deb/dict-devil_*.deb data/devil/root
+    zcat data/devil/root/usr/share/dictd/devil.dict.dz >data/devil/devil.raw
+    $H lm-text --text data/devil/devil.raw --wrapped --out data/devil/devil.lm.txt \
+      --held-out data/corpus/{dev,test}.jsonl data/asterisk/{dev,test}.jsonl
+    awk '{ short = 0; for (i = 1; i <= NF; i++) if (length($i) == 1) short++ }
+      NF >= 4 && 2 * short < NF' data/devil/devil.lm.txt >data/devil/devil.txt
+    $H synth --out data/corpus6 --sentences data/devil/devil.txt \
+      --engines espeak-ng,flite,festival,pico,piper,rhvoice,kokoro \
+      --train-hours 20 --dev-minutes 0.1 --test-minutes 0.1 --seed 29 --workers "$(nproc)" \
+      --exclude "${NEW_TEXT_EXCLUDE[@]}" data/corpus5/train.jsonl
+    ;;
   mix)
     # a second CPU stage: newtext's bundle (gpu4 + 9 epochs of corpus3) on corpus3 beside
     # corpus4's new sentences and her prompts x4, both cores; resumes like every run
@@ -436,6 +456,6 @@ case "${1:-}" in
       --lm-text "WordNet's glosses=data/lm/wordnet.report.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|mix|mixsoup|mix5|mix5soup|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|mix|mixsoup|mix5|mix5soup|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac
