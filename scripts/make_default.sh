@@ -436,8 +436,8 @@ case "${1:-}" in
     # (TRAIN200: another training manifest, where data/corpus's train was not rebuilt)
     $H eval --bundle $B --manifest "${TRAIN200:-data/corpus/train.jsonl}" --limit 200 \
       --out $R/default_eval_train200.json
-    # CORPUS2=1 / CORPUS3=1 / CORPUS4=1: the candidate also learnt the new text of `text` /
-    # `text2` / `text3`;
+    # CORPUS2=1 / CORPUS3=1 / CORPUS4=1 / CORPUS5=1: the candidate also learnt the new text of
+    # `text` / `text2` / `text3` / `text4`;
     # EARLIER=CARD.md: the card of the bundle it continued from, whose data lines carry over
     EXTRA=()
     [ -f data/kokoro/stats.json ] &&
@@ -445,6 +445,7 @@ case "${1:-}" in
     [ -n "${CORPUS2:-}" ] && EXTRA+=(--extra-data "new text (data/corpus2)=data/corpus2/stats.json")
     [ -n "${CORPUS3:-}" ] && EXTRA+=(--extra-data "new text (data/corpus3)=data/corpus3/stats.json")
     [ -n "${CORPUS4:-}" ] && EXTRA+=(--extra-data "WordNet's text (data/corpus4)=data/corpus4/stats.json")
+    [ -n "${CORPUS5:-}" ] && EXTRA+=(--extra-data "new text (data/corpus5)=data/corpus5/stats.json")
     [ -n "${EARLIER:-}" ] && EXTRA+=(--earlier-card "$EARLIER")
     .venv/bin/python -m models.card --bundle $B --corpus-stats data/corpus/stats.json \
       "${EXTRA[@]}" \
