@@ -28,16 +28,11 @@ from decoder.metrics import cer, wer
 from models.bundle import load_bundle
 from models.features import featurize
 from models.manifest import read_manifest
+from models.metrics import greedy_decode
 from models.warp import WarpChoice, select, warp_features
 from training.data import load_audio
 
 F32 = npt.NDArray[np.float32]
-
-
-def greedy(lp: F32, alphabet: Alphabet) -> str:
-    ids = lp.argmax(axis=1)
-    keep = [int(i) for j, i in enumerate(ids) if i != 0 and (j == 0 or i != ids[j - 1])]
-    return " ".join(alphabet.decode(keep).split())
 
 
 def mean_probs(copies: list[F32]) -> F32:
@@ -101,7 +96,7 @@ def main() -> None:
     results: dict[str, dict[str, float]] = {}
     for name, merge in merges.items():
         merged = [merge(c) for c in per_factor]
-        g = [greedy(m, alphabet) for m in merged]
+        g = [greedy_decode(m, model.config.alphabet) for m in merged]
         b = [decoder.decode(m)[0].text for m in merged]
         row = {
             "greedy_cer": cer(zip(refs, g, strict=True)).rate,
