@@ -105,7 +105,8 @@ cpu_stage() {
     --init-from "${INIT:-$init}" --model-config scripts/net_mel_3x512.json --device cpu \
     --precision bf16 --batch-size 16 --lr "${LR:-$lr}" --warmup-steps 100 --epochs 1000 \
     --time-budget-s "${BUDGET_S:-$budget}" --workers 1 --checkpoint-every 200 --dev-every 500 \
-    --strategy alternated --sortagrad false --ema-decay 0.998 --threads "${THREADS:-$threads}"
+    --strategy alternated --sortagrad false --ema-decay 0.998 --threads "${THREADS:-$threads}" \
+    --augment-preset "${AUGMENT:-full}"
 }
 
 # what a corpus of new text (text3, text4) must not speak: every earlier corpus's sentences
@@ -366,6 +367,13 @@ case "${1:-}" in
     # epoch beside the fortunes it already knows (corpus2, corpus3) and her prompts x4;
     # corpus4's WordNet glosses are left out (they taught deletions: models/results/words/)
     cpu_stage runs/mix5 models/default 1e-4 5000 2 data/corpus5/train.jsonl*2 \
+      data/corpus3/train.jsonl data/corpus2/train.jsonl data/asterisk/train.jsonl*4
+    ;;
+  light5)
+    # mix5 again, from the same start on the same data for the same time, with the light
+    # preset: noise and rooms a quarter as often (training/augment.py), the voice
+    # perturbations as before; mix5 is its control (models/results/light5.md)
+    AUGMENT=light cpu_stage runs/light5 models/default 1e-4 5000 2 data/corpus5/train.jsonl*2 \
       data/corpus3/train.jsonl data/corpus2/train.jsonl data/asterisk/train.jsonl*4
     ;;
   mix5soup)

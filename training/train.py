@@ -46,7 +46,7 @@ from models.ds2 import DS2
 from models.features import featurize
 from models.manifest import Utterance, read_manifest
 from models.metrics import error_rates, greedy_decode
-from training.augment import TRAINING_AUGMENT
+from training.augment import AUGMENT_PRESETS
 from training.batching import STRATEGIES, BatchConfig, BatchSampler, padding_ratio
 from training.data import Batch, DataConfig, SpeechDataset, collate, load_audio, worker_init
 from training.distill import Distilled, distill_losses
@@ -71,6 +71,7 @@ class TrainConfig:
     checkpoint_every: int = 200  # steps between checkpoints
     workers: int = 1  # DataLoader worker processes (featurising + augmentation)
     augment: bool = True  # on-the-fly noise, speed, gain and reverberation
+    augment_preset: str = "full"  # which perturbations, with augment (AUGMENT_PRESETS)
     norm_utterances: int = 400  # training utterances measured for normalisation statistics
     dev_limit: int = 0  # dev utterances scored per epoch (0: all)
     dev_every: int = 0  # also score dev every this many steps, into the log (0: epochs only)
@@ -88,6 +89,11 @@ class TrainConfig:
             raise ValueError(f"lr and grad_clip must be > 0, got {self.lr} and {self.grad_clip}")
         if min(self.epochs, self.checkpoint_every) < 1:
             raise ValueError("epochs and checkpoint_every must be >= 1")
+        if self.augment_preset not in AUGMENT_PRESETS:
+            raise ValueError(
+                f"augment_preset must be one of {sorted(AUGMENT_PRESETS)}, "
+                f"got {self.augment_preset!r}"
+            )
         if bool(self.teacher) != (self.distill_weight > 0):
             raise ValueError(
                 "teacher and distill_weight go together: a teacher's targets directory and a "
@@ -211,7 +217,7 @@ class Trainer:
         self.cfg, self.batch_cfg, self.out = cfg, batch_cfg, out
         self.dist = setup_distributed(device)
         torch.manual_seed(cfg.seed)
-        aug = TRAINING_AUGMENT if cfg.augment else None
+        aug = AUGMENT_PRESETS[cfg.augment_preset] if cfg.augment else None
         self.teacher = TeacherTargets(cfg.teacher) if cfg.teacher else None
         data_cfg = DataConfig(
             model_cfg.features, aug, cfg.seed, self.teacher, model_cfg.time_stride

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from models.config import FeatureConfig
 from models.manifest import ManifestError, Utterance, read_manifest, write_manifest
 from models.warp import warp_frequencies
 from training.augment import (
+    AUGMENT_PRESETS,
     AugmentConfig,
     augment,
     augment_features,
@@ -159,6 +161,24 @@ def test_augmentation_noise_respects_snr() -> None:
     noise = noisy - audio
     snr = 10 * np.log10(np.mean(audio**2) / np.mean(noise**2))
     assert snr == pytest.approx(10.0, abs=0.5)
+
+
+def test_the_light_preset_leaves_more_examples_clean_and_keeps_the_voice_perturbations() -> None:
+    """A late stage for clean speech: fewer examples under noise or a room, none below 10 dB,
+    and the same speed, warp, colour and masks that stand in for new voices."""
+    audio = _speech_like(1.0, 0)
+    only_rooms_and_noise = {"p_speed": 0.0, "p_gain": 0.0}
+
+    def untouched(cfg: AugmentConfig) -> int:
+        cfg = replace(cfg, **only_rooms_and_noise)
+        rng = np.random.default_rng(0)
+        return sum(np.array_equal(augment(audio, cfg, rng), audio) for _ in range(200))
+
+    full, light = AUGMENT_PRESETS["full"], AUGMENT_PRESETS["light"]
+    assert untouched(light) > untouched(full) + 40
+    assert light.snr_db[0] >= 10.0
+    for name in ("p_speed", "p_warp", "p_colour", "freq_masks", "time_masks", "speed", "warp"):
+        assert getattr(light, name) == getattr(full, name)
 
 
 def _corpus(tmp_path: Path) -> list[Utterance]:
