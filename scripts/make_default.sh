@@ -65,10 +65,13 @@
 #                                         # her prompts, on the CPU (runs/mix)
 #   bash scripts/make_default.sh mixsoup  # gpu4 x2 with mix, averaged (the fifteenth session's)
 #   bash scripts/make_default.sh gpusoup  # an H100 call from mixsoup's model, averaged 1:1 with
-#                                         # it: models/default now
+#                                         # it (the sixteenth session's)
 #   bash scripts/make_default.sh mix5     # models/default on corpus5 x2, corpus3, corpus2 and
 #                                         # her prompts x4, on the CPU (runs/mix5)
 #   bash scripts/make_default.sh mix5soup # mix5's candidate averaged 1:1 with models/default
+#   bash scripts/make_default.sh light5   # mix5 with the light augmentation preset (runs/light5)
+#   bash scripts/make_default.sh lightsoup # gpusoup's model, mix5 and light5, a third each:
+#                                         # models/default now
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate` (RUN=runs/real1
 #                                         # B=runs/real1/candidate R=runs/real1/results builds
 #                                         # and measures a candidate without touching models/)
@@ -376,6 +379,15 @@ case "${1:-}" in
     AUGMENT=light cpu_stage runs/light5 models/default 1e-4 5000 2 data/corpus5/train.jsonl*2 \
       data/corpus3/train.jsonl data/corpus2/train.jsonl data/asterisk/train.jsonl*4
     ;;
+  lightsoup)
+    # models/default since the eighteenth session: a third each of the model mix5 and light5
+    # started from (models/default at 7056b5c: `git worktree add /tmp/prev 7056b5c`, then
+    # PREV=/tmp/prev/models/default) and their candidates (after `finish`); `evaluate` then
+    # measures it (models/results/light5.md)
+    .venv/bin/python models/results/soup/soup.py "${OUT:-runs/light5soup3}" \
+      "${PREV:?set PREV to the bundle mix5 and light5 started from}" runs/mix5/candidate \
+      runs/light5/candidate
+    ;;
   mix5soup)
     # mix5's candidate (after `finish` with RUN=runs/mix5 B=runs/mix5/candidate) averaged 1:1
     # with the model it started from; PREV names that bundle (models/default until it is replaced)
@@ -466,6 +478,6 @@ case "${1:-}" in
       --lm-text "WordNet's glosses=data/lm/wordnet.report.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|mix|mixsoup|mix5|mix5soup|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|mix|mixsoup|mix5|mix5soup|light5|lightsoup|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac
