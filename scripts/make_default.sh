@@ -72,6 +72,8 @@
 #   bash scripts/make_default.sh light5   # mix5 with the light augmentation preset (runs/light5)
 #   bash scripts/make_default.sh lightsoup # gpusoup's model, mix5 and light5, a third each:
 #                                         # models/default now
+#   bash scripts/make_default.sh light6   # the light preset from models/default on corpus6's
+#                                         # new sentences too (runs/light6; resumes)
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate` (RUN=runs/real1
 #                                         # B=runs/real1/candidate R=runs/real1/results builds
 #                                         # and measures a candidate without touching models/)
@@ -379,6 +381,16 @@ case "${1:-}" in
     AUGMENT=light cpu_stage runs/light5 models/default 1e-4 5000 2 data/corpus5/train.jsonl*2 \
       data/corpus3/train.jsonl data/corpus2/train.jsonl data/asterisk/train.jsonl*4
     ;;
+  light6)
+    # the light preset again, from models/default (the eighteenth session's soup, copied once
+    # into runs/light6_init so a resumed run still starts from, and names, the same bundle) on
+    # corpus6's sentences x2 (The Devil's Dictionary, unread) beside corpus5, corpus3, corpus2
+    # and her prompts x4: 25.9 h an epoch. Killed, the same command resumes it
+    [ -d runs/light6_init ] || cp -r models/default runs/light6_init
+    AUGMENT=light cpu_stage runs/light6 runs/light6_init 1e-4 5000 2 data/corpus6/train.jsonl*2 \
+      data/corpus5/train.jsonl data/corpus3/train.jsonl data/corpus2/train.jsonl \
+      data/asterisk/train.jsonl*4
+    ;;
   lightsoup)
     # models/default since the eighteenth session: a third each of the model mix5 and light5
     # started from (models/default at 7056b5c: `git worktree add /tmp/prev 7056b5c`, then
@@ -478,6 +490,6 @@ case "${1:-}" in
       --lm-text "WordNet's glosses=data/lm/wordnet.report.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|mix|mixsoup|mix5|mix5soup|light5|lightsoup|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac
