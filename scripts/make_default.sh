@@ -61,6 +61,8 @@
 #                                         # packages (data/corpus5; after plans and text2)
 #   bash scripts/make_default.sh text5    # 3.5 h of The Devil's Dictionary (data/corpus6;
 #                                         # after plans, text2 and text4)
+#   bash scripts/make_default.sh text6    # up to 6 h of the Jargon File's sentences (data/corpus7;
+#                                         # after plans, text2, text4 and text5)
 #   bash scripts/make_default.sh mix      # INIT (runs/newtext's bundle) on corpus3, corpus4 and
 #                                         # her prompts, on the CPU (runs/mix)
 #   bash scripts/make_default.sh mixsoup  # gpu4 x2 with mix, averaged (the fifteenth session's)
@@ -71,9 +73,11 @@
 #   bash scripts/make_default.sh mix5soup # mix5's candidate averaged 1:1 with models/default
 #   bash scripts/make_default.sh light5   # mix5 with the light augmentation preset (runs/light5)
 #   bash scripts/make_default.sh lightsoup # gpusoup's model, mix5 and light5, a third each:
-#                                         # models/default now
+#                                         # models/default at 181e859
 #   bash scripts/make_default.sh light6   # the light preset from models/default on corpus6's
 #                                         # new sentences too (runs/light6; resumes)
+#   bash scripts/make_default.sh light6soup # light6's candidate 1:1 with its start:
+#                                         # models/default now
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate` (RUN=runs/real1
 #                                         # B=runs/real1/candidate R=runs/real1/results builds
 #                                         # and measures a candidate without touching models/)
@@ -360,6 +364,25 @@ case "${1:-}" in
       --train-hours 20 --dev-minutes 0.1 --test-minutes 0.1 --seed 29 --workers "$(nproc)" \
       --exclude "${NEW_TEXT_EXCLUDE[@]}" data/corpus5/train.jsonl
     ;;
+  text6)
+    # more sentences: the Jargon File (Debian's dict-jargon, unpacked into data/jargon without
+    # installing dictd), split like text5; headword lines ("cut a tape vi", "drool proof paper
+    # n") dropped as there, and any line that ends in a part of speech. Modern prose where the
+    # fortunes, WordNet and Bierce are terse or old; capped at 6 h of the 5,600 sentences
+    mkdir -p data/jargon/deb
+    (cd data/jargon/deb && apt-get download dict-jargon)
+    dpkg -x data/jargon/deb/dict-jargon_*.deb data/jargon/root
+    zcat data/jargon/root/usr/share/dictd/jargon.dict.dz >data/jargon/jargon.raw
+    $H lm-text --text data/jargon/jargon.raw --wrapped --out data/jargon/jargon.lm.txt \
+      --held-out data/corpus/{dev,test}.jsonl data/asterisk/{dev,test}.jsonl
+    awk '{ short = 0; for (i = 1; i <= NF; i++) if (length($i) == 1) short++ }
+      NF >= 4 && 2 * short < NF && $NF !~ /^(n|v|vi|vt|adj|adv|pl|interj|excl|prep|pron|conj)$/' \
+      data/jargon/jargon.lm.txt >data/jargon/jargon.txt
+    $H synth --out data/corpus7 --sentences data/jargon/jargon.txt \
+      --engines espeak-ng,flite,festival,pico,piper,rhvoice,kokoro \
+      --train-hours 6 --dev-minutes 0.1 --test-minutes 0.1 --seed 31 --workers "$(nproc)" \
+      --exclude "${NEW_TEXT_EXCLUDE[@]}" data/corpus5/train.jsonl data/corpus6/train.jsonl
+    ;;
   mix)
     # a second CPU stage: newtext's bundle (gpu4 + 9 epochs of corpus3) on corpus3 beside
     # corpus4's new sentences and her prompts x4, both cores; resumes like every run
@@ -390,6 +413,14 @@ case "${1:-}" in
     AUGMENT=light cpu_stage runs/light6 runs/light6_init 1e-4 5000 2 data/corpus6/train.jsonl*2 \
       data/corpus5/train.jsonl data/corpus3/train.jsonl data/corpus2/train.jsonl \
       data/asterisk/train.jsonl*4
+    ;;
+  light6soup)
+    # models/default since the nineteenth session: light6's candidate (after `finish` with
+    # RUN=runs/light6 B=runs/light6/candidate) averaged 1:1 with the bundle it started from
+    # (runs/light6_init, models/default at 181e859); `evaluate` then measures it
+    # (models/results/light6.md)
+    .venv/bin/python models/results/soup/soup.py "${OUT:-runs/light6soup}" runs/light6_init \
+      runs/light6/candidate
     ;;
   lightsoup)
     # models/default since the eighteenth session: a third each of the model mix5 and light5
@@ -469,8 +500,8 @@ case "${1:-}" in
     # (TRAIN200: another training manifest, where data/corpus's train was not rebuilt)
     $H eval --bundle $B --manifest "${TRAIN200:-data/corpus/train.jsonl}" --limit 200 \
       --out $R/default_eval_train200.json
-    # CORPUS2=1 / CORPUS3=1 / CORPUS4=1 / CORPUS5=1: the candidate also learnt the new text of
-    # `text` / `text2` / `text3` / `text4`;
+    # CORPUS2=1 / CORPUS3=1 / CORPUS4=1 / CORPUS5=1 / CORPUS6=1: the candidate also learnt the
+    # new text of `text` / `text2` / `text3` / `text4` / `text5`;
     # EARLIER=CARD.md: the card of the bundle it continued from, whose data lines carry over
     EXTRA=()
     [ -f data/kokoro/stats.json ] &&
@@ -479,6 +510,8 @@ case "${1:-}" in
     [ -n "${CORPUS3:-}" ] && EXTRA+=(--extra-data "new text (data/corpus3)=data/corpus3/stats.json")
     [ -n "${CORPUS4:-}" ] && EXTRA+=(--extra-data "WordNet's text (data/corpus4)=data/corpus4/stats.json")
     [ -n "${CORPUS5:-}" ] && EXTRA+=(--extra-data "new text (data/corpus5)=data/corpus5/stats.json")
+    [ -n "${CORPUS6:-}" ] &&
+      EXTRA+=(--extra-data "The Devil's Dictionary (data/corpus6)=data/corpus6/stats.json")
     [ -n "${EARLIER:-}" ] && EXTRA+=(--earlier-card "$EARLIER")
     .venv/bin/python -m models.card --bundle $B --corpus-stats data/corpus/stats.json \
       "${EXTRA[@]}" \
