@@ -78,6 +78,8 @@
 #                                         # new sentences too (runs/light6; resumes)
 #   bash scripts/make_default.sh light6soup # light6's candidate 1:1 with its start:
 #                                         # models/default now
+#   bash scripts/make_default.sh light7   # the light preset from models/default on corpus7's
+#                                         # Jargon File sentences too (runs/light7; resumes)
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate` (RUN=runs/real1
 #                                         # B=runs/real1/candidate R=runs/real1/results builds
 #                                         # and measures a candidate without touching models/)
@@ -122,6 +124,23 @@ cpu_stage() {
 # (their plans or manifests) and the held-out transcripts
 NEW_TEXT_EXCLUDE=(data/plans/{corpus,kokoro,probe,corpus2}.txt data/corpus3/{train,dev,test}.jsonl
   data/corpus/{dev,test}.jsonl data/asterisk/{dev,test}.jsonl)
+
+# the sentences of one of Debian's dictd dictionaries (dict-NAME, unpacked into data/NAME
+# without installing dictd) into data/NAME/NAME.txt: paragraphs split by lm-text with the
+# held-out filter, then headword lines dropped by keeping lines of four or more words, most
+# of them longer than one letter, whose last word does not match LAST_WORD_DROP (an awk regex)
+#   NAME LAST_WORD_DROP
+dict_sentences() {
+  local name=$1 drop=$2 dir=data/$1
+  mkdir -p "$dir/deb"
+  (cd "$dir/deb" && apt-get download "dict-$name")
+  dpkg -x "$dir/deb/dict-${name}"_*.deb "$dir/root"
+  zcat "$dir/root/usr/share/dictd/$name.dict.dz" >"$dir/$name.raw"
+  $H lm-text --text "$dir/$name.raw" --wrapped --out "$dir/$name.lm.txt" \
+    --held-out data/corpus/{dev,test}.jsonl data/asterisk/{dev,test}.jsonl
+  awk -v drop="$drop" '{ short = 0; for (i = 1; i <= NF; i++) if (length($i) == 1) short++ }
+    NF >= 4 && 2 * short < NF && $NF !~ drop' "$dir/$name.lm.txt" >"$dir/$name.txt"
+}
 
 case "${1:-}" in
   corpus)
@@ -346,38 +365,20 @@ case "${1:-}" in
       --exclude "${NEW_TEXT_EXCLUDE[@]}"
     ;;
   text5)
-    # more sentences: Bierce's The Devil's Dictionary (Debian's dict-devil, unpacked into
-    # data/devil without installing its dictd server), its paragraphs split into sentences by
-    # lm-text with the held-out filter; headword lines ("abasement n", "c r o s s n") are
-    # dropped by keeping lines of four or more words, most of them longer than one letter
+    # more sentences: Bierce's The Devil's Dictionary (Debian's dict-devil); the length filter
+    # alone drops its headword lines ("abasement n", "c r o s s n")
     # (2,406 clips, 3.53 h; 21 min on the Zen 5 beside an evaluation)
-    mkdir -p data/devil/deb
-    (cd data/devil/deb && apt-get download dict-devil)
-    dpkg -x data/devil/deb/dict-devil_*.deb data/devil/root
-    zcat data/devil/root/usr/share/dictd/devil.dict.dz >data/devil/devil.raw
-    $H lm-text --text data/devil/devil.raw --wrapped --out data/devil/devil.lm.txt \
-      --held-out data/corpus/{dev,test}.jsonl data/asterisk/{dev,test}.jsonl
-    awk '{ short = 0; for (i = 1; i <= NF; i++) if (length($i) == 1) short++ }
-      NF >= 4 && 2 * short < NF' data/devil/devil.lm.txt >data/devil/devil.txt
+    dict_sentences devil '^$'
     $H synth --out data/corpus6 --sentences data/devil/devil.txt \
       --engines espeak-ng,flite,festival,pico,piper,rhvoice,kokoro \
       --train-hours 20 --dev-minutes 0.1 --test-minutes 0.1 --seed 29 --workers "$(nproc)" \
       --exclude "${NEW_TEXT_EXCLUDE[@]}" data/corpus5/train.jsonl
     ;;
   text6)
-    # more sentences: the Jargon File (Debian's dict-jargon, unpacked into data/jargon without
-    # installing dictd), split like text5; headword lines ("cut a tape vi", "drool proof paper
-    # n") dropped as there, and any line that ends in a part of speech. Modern prose where the
-    # fortunes, WordNet and Bierce are terse or old; capped at 6 h of the 5,600 sentences
-    mkdir -p data/jargon/deb
-    (cd data/jargon/deb && apt-get download dict-jargon)
-    dpkg -x data/jargon/deb/dict-jargon_*.deb data/jargon/root
-    zcat data/jargon/root/usr/share/dictd/jargon.dict.dz >data/jargon/jargon.raw
-    $H lm-text --text data/jargon/jargon.raw --wrapped --out data/jargon/jargon.lm.txt \
-      --held-out data/corpus/{dev,test}.jsonl data/asterisk/{dev,test}.jsonl
-    awk '{ short = 0; for (i = 1; i <= NF; i++) if (length($i) == 1) short++ }
-      NF >= 4 && 2 * short < NF && $NF !~ /^(n|v|vi|vt|adj|adv|pl|interj|excl|prep|pron|conj)$/' \
-      data/jargon/jargon.lm.txt >data/jargon/jargon.txt
+    # more sentences: the Jargon File (Debian's dict-jargon); its longer headword lines ("drool
+    # proof paper n", "cut a tape vi") also go, by their part of speech. Modern prose where the
+    # fortunes, WordNet and Bierce are terse or old; capped at 6 h of its 5,425 sentences
+    dict_sentences jargon '^(n|v|vi|vt|adj|adv|pl|interj|excl|prep|pron|conj)$'
     $H synth --out data/corpus7 --sentences data/jargon/jargon.txt \
       --engines espeak-ng,flite,festival,pico,piper,rhvoice,kokoro \
       --train-hours 6 --dev-minutes 0.1 --test-minutes 0.1 --seed 31 --workers "$(nproc)" \
@@ -413,6 +414,15 @@ case "${1:-}" in
     AUGMENT=light cpu_stage runs/light6 runs/light6_init 1e-4 5000 2 data/corpus6/train.jsonl*2 \
       data/corpus5/train.jsonl data/corpus3/train.jsonl data/corpus2/train.jsonl \
       data/asterisk/train.jsonl*4
+    ;;
+  light7)
+    # a third light stage, from models/default (light6's soup, copied once into
+    # runs/light7_init) on the Jargon File's sentences x2 (data/corpus7, `text6`) beside
+    # corpus6, corpus5, corpus3, corpus2 and her prompts x4. Killed, the same command resumes it
+    [ -d runs/light7_init ] || cp -r models/default runs/light7_init
+    AUGMENT=light cpu_stage runs/light7 runs/light7_init 1e-4 5000 2 data/corpus7/train.jsonl*2 \
+      data/corpus6/train.jsonl data/corpus5/train.jsonl data/corpus3/train.jsonl \
+      data/corpus2/train.jsonl data/asterisk/train.jsonl*4
     ;;
   light6soup)
     # models/default since the nineteenth session: light6's candidate (after `finish` with
