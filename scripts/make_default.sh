@@ -534,6 +534,6 @@ case "${1:-}" in
       --lm-text "WordNet's glosses=data/lm/wordnet.report.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac
