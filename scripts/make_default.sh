@@ -409,7 +409,8 @@ case "${1:-}" in
   text7)
     # more sentences: GCIDE's quotations (Debian's dict-gcide; 28,566 sentences, 312,000
     # words of verse, scripture and prose from four centuries, the nearest in kind to the
-    # fortunes' quotations), capped at 6 h
+    # fortunes' quotations), capped at 6 h (5,619 clips, 5.71 h; 27 min on the Zen 5, part of
+    # it beside a CI run)
     dict_sentences gcide '^$' gcide_quotations
     $H synth --out data/corpus8 --sentences data/gcide/gcide.txt \
       --engines espeak-ng,flite,festival,pico,piper,rhvoice,kokoro \
