@@ -124,6 +124,16 @@ cpu_stage() {
     --augment-preset "${AUGMENT:-full}"
 }
 
+# a light-preset CPU stage from models/default, frozen once into runs/NAME_init so that a
+# resumed run still starts from, and names, the same bundle after models/default moves on
+#   NAME PEAK_LR MANIFEST...
+light_stage() {
+  local name=$1 lr=$2
+  shift 2
+  [ -d "runs/${name}_init" ] || cp -r models/default "runs/${name}_init"
+  AUGMENT=light cpu_stage "runs/$name" "runs/${name}_init" "$lr" 5000 2 "$@"
+}
+
 # what a corpus of new text (text3, text4) must not speak: every earlier corpus's sentences
 # (their plans or manifests) and the held-out transcripts
 NEW_TEXT_EXCLUDE=(data/plans/{corpus,kokoro,probe,corpus2}.txt data/corpus3/{train,dev,test}.jsonl
@@ -440,33 +450,28 @@ case "${1:-}" in
       data/corpus3/train.jsonl data/corpus2/train.jsonl data/asterisk/train.jsonl*4
     ;;
   light6)
-    # the light preset again, from models/default (the eighteenth session's soup, copied once
-    # into runs/light6_init so a resumed run still starts from, and names, the same bundle) on
+    # the light preset again, from models/default (the eighteenth session's soup) on
     # corpus6's sentences x2 (The Devil's Dictionary, unread) beside corpus5, corpus3, corpus2
     # and her prompts x4: 25.9 h an epoch. Killed, the same command resumes it
-    [ -d runs/light6_init ] || cp -r models/default runs/light6_init
-    AUGMENT=light cpu_stage runs/light6 runs/light6_init 1e-4 5000 2 data/corpus6/train.jsonl*2 \
+    light_stage light6 1e-4 data/corpus6/train.jsonl*2 data/corpus5/train.jsonl \
+      data/corpus3/train.jsonl data/corpus2/train.jsonl data/asterisk/train.jsonl*4
+    ;;
+  light7)
+    # a third light stage, from models/default (light6's soup) on the Jargon File's sentences
+    # x2 (data/corpus7, `text6`) beside corpus6, corpus5, corpus3, corpus2 and her prompts x4.
+    # Killed, the same command resumes it
+    light_stage light7 1e-4 data/corpus7/train.jsonl*2 data/corpus6/train.jsonl \
       data/corpus5/train.jsonl data/corpus3/train.jsonl data/corpus2/train.jsonl \
       data/asterisk/train.jsonl*4
     ;;
-  light7)
-    # a third light stage, from models/default (light6's soup, copied once into
-    # runs/light7_init) on the Jargon File's sentences x2 (data/corpus7, `text6`) beside
-    # corpus6, corpus5, corpus3, corpus2 and her prompts x4. Killed, the same command resumes it
-    [ -d runs/light7_init ] || cp -r models/default runs/light7_init
-    AUGMENT=light cpu_stage runs/light7 runs/light7_init 1e-4 5000 2 data/corpus7/train.jsonl*2 \
-      data/corpus6/train.jsonl data/corpus5/train.jsonl data/corpus3/train.jsonl \
-      data/corpus2/train.jsonl data/asterisk/train.jsonl*4
-    ;;
   light8)
     # light7 read the dev sets no better than its start (models/results/light7.md): at peak
-    # 1e-4 a stage from the soup stays in its basin. So twice the peak, from models/default
-    # (copied once into runs/light8_init), on GCIDE's quotations x2 (data/corpus8, `text7`)
-    # beside corpus7, corpus6, corpus5, corpus3, corpus2 and her prompts x4. Resumes like light7
-    [ -d runs/light8_init ] || cp -r models/default runs/light8_init
-    AUGMENT=light cpu_stage runs/light8 runs/light8_init 2e-4 5000 2 data/corpus8/train.jsonl*2 \
-      data/corpus7/train.jsonl data/corpus6/train.jsonl data/corpus5/train.jsonl \
-      data/corpus3/train.jsonl data/corpus2/train.jsonl data/asterisk/train.jsonl*4
+    # 1e-4 a stage from the soup stays in its basin. So twice the peak, from models/default, on
+    # GCIDE's quotations x2 (data/corpus8, `text7`) beside corpus7, corpus6, corpus5, corpus3,
+    # corpus2 and her prompts x4. Resumes like light7
+    light_stage light8 2e-4 data/corpus8/train.jsonl*2 data/corpus7/train.jsonl \
+      data/corpus6/train.jsonl data/corpus5/train.jsonl data/corpus3/train.jsonl \
+      data/corpus2/train.jsonl data/asterisk/train.jsonl*4
     ;;
   light6soup)
     # models/default since the nineteenth session: light6's candidate (after `finish` with
