@@ -59,6 +59,9 @@ class ServerConfig:
     speaker_adaptation: bool = True
     decoder: str = "beam"  # beam (with the bundle's LM when it has one) | greedy
     beam_size: int = 0  # beam width; 0 keeps the bundle's tuned decoder.json value
+    # how far below the best a beam may score and stay (0 keeps decoder.json's): lower is
+    # faster and loses words (models/results/beam.md: 10 against the default's 12.5)
+    beam_threshold: float = 0.0
     max_upload_mb: float = 25.0  # REST upload limit (OpenAI's is 25 MB); larger gets 413
     max_stream_s: float = 600.0  # longest audio one stream or file may carry, in seconds
     idle_timeout_s: float = 30.0  # a WebSocket silent this long is closed
@@ -79,6 +82,7 @@ class ServerConfig:
         _check(0 <= self.port <= 65535, f"port must be in 0..65535, got {self.port}")
         _check(self.decoder in DECODERS, f"decoder must be one of {DECODERS}, got {self.decoder!r}")
         _check(self.beam_size >= 0, f"beam_size must be >= 0, got {self.beam_size}")
+        _check(self.beam_threshold >= 0, f"beam_threshold must be >= 0, got {self.beam_threshold}")
         for name in ("max_batch", "max_streams", "decoder_workers"):
             _check(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         _check(

@@ -39,10 +39,12 @@ class DecoderProcessError(RuntimeError):
     """The child process failed or is gone."""
 
 
-def _serve(conn: Connection, bundle: str, model: dict[str, Any], kind: str, beam: int) -> None:
+def _serve(
+    conn: Connection, bundle: str, model: dict[str, Any], kind: str, beam: int, threshold: float
+) -> None:
     """The child's loop: one decoder, its streams by id, one request at a time."""
     try:
-        decoder = build_decoder(bundle, ModelConfig.from_dict(model), kind, beam)
+        decoder = build_decoder(bundle, ModelConfig.from_dict(model), kind, beam, threshold)
     except Exception as e:  # a bad bundle: the parent raises this as the start-up error
         conn.send((False, f"{type(e).__name__}: {e}"))
         return
@@ -91,12 +93,16 @@ class _Child:
     by the next call: garbage collection can run on any thread, the event loop included,
     and must never wait for the lock while another stream's decoder call is in flight."""
 
-    def __init__(self, bundle: str, model: ModelConfig, kind: str, beam: int) -> None:
-        self.spec = (bundle, model, kind, beam)  # what a replacement is built from
+    def __init__(
+        self, bundle: str, model: ModelConfig, kind: str, beam: int, threshold: float = 0.0
+    ) -> None:
+        self.spec = (bundle, model, kind, beam, threshold)  # what a replacement is built from
         ctx = multiprocessing.get_context("spawn")  # never fork a process running threads
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(
-            target=_serve, args=(child, bundle, model.to_dict(), kind, beam), daemon=True
+            target=_serve,
+            args=(child, bundle, model.to_dict(), kind, beam, threshold),
+            daemon=True,
         )
         self._proc.start()
         child.close()
@@ -237,11 +243,16 @@ class DecoderProcess:
 
 
 def start_processes(
-    bundle: str | Path, model: ModelConfig, kind: str, beam: int, count: int
+    bundle: str | Path,
+    model: ModelConfig,
+    kind: str,
+    beam: int,
+    count: int,
+    threshold: float = 0.0,
 ) -> list[DecoderProcess]:
     """`count` decoder processes, started together (each loads the LM) and ready; if one
     fails, all are stopped and its reason raised."""
-    children = [_Child(str(bundle), model, kind, beam) for _ in range(count)]
+    children = [_Child(str(bundle), model, kind, beam, threshold) for _ in range(count)]
     try:
         for child in children:
             child.wait_ready()

@@ -90,17 +90,23 @@ class Decoder(Protocol):
 
 
 def build_decoder(
-    bundle: str | Path, model: ModelConfig, kind: str = "beam", beam_width: int = 0
+    bundle: str | Path,
+    model: ModelConfig,
+    kind: str = "beam",
+    beam_width: int = 0,
+    score_threshold: float = 0.0,
 ) -> Decoder:
     """The decoder for a bundle: greedy, or the beam search with the bundle's LM and tuned
     settings when it has a decoder.json (without one, the search runs with no LM).
-    `beam_width` > 0 overrides the bundle's."""
+    `beam_width` and `score_threshold` > 0 override the bundle's."""
     if kind == "greedy":
         return GreedyDecoder(model.alphabet, model.frame_seconds)
     if kind != "beam":
         raise ValueError(f"decoder must be 'beam' or 'greedy', got {kind!r}")
     alphabet = Alphabet.from_list(model.alphabet)
     overrides: dict[str, Any] = {"beam_width": beam_width} if beam_width > 0 else {}
+    if score_threshold > 0:
+        overrides["score_threshold"] = score_threshold
     if (Path(bundle) / DECODER_JSON).is_file():
         return load_decoder(Path(bundle), alphabet, model.frame_seconds, **overrides)
     return BeamSearchDecoder(

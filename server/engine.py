@@ -68,10 +68,13 @@ async def running_engine(
                 config.decoder,
                 config.beam_size,
                 config.decoder_workers,
+                config.beam_threshold,
             )
             decoders: list[Decoder] = list(processes)
         else:
-            shared = build_decoder(config.bundle, model, config.decoder, config.beam_size)
+            shared = build_decoder(
+                config.bundle, model, config.decoder, config.beam_size, config.beam_threshold
+            )
             decoders = [shared] * config.decoder_workers
         pool = DecoderPool(decoders)
         dispatcher.start()

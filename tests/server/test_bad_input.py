@@ -248,6 +248,8 @@ def test_bad_server_config_says_what_to_change(tmp_path: Path) -> None:
         ServerConfig(load_chunk_ms=325)
     with pytest.raises(ValueError, match="load_wait_ms must be >= 0"):
         ServerConfig(load_wait_ms=-1)
+    with pytest.raises(ValueError, match="beam_threshold must be >= 0, got -2"):
+        ServerConfig(beam_threshold=-2)
     ServerConfig(chunk_ms=400)  # a load chunk below the live chunk just never applies
     parser = argparse.ArgumentParser()
     cli_serve.add_arguments(parser)

@@ -67,6 +67,31 @@ def test_streams_in_processes_decode_as_in_process(procs: list[DecoderProcess]) 
             w.shutdown()
 
 
+def test_serve_time_search_overrides_reach_the_decoder_processes() -> None:
+    """`--beam-size` and `--beam-threshold` change the search in every decoder process: a
+    narrow, tight search there decodes exactly as the same search in process, and reads some
+    of these utterances differently from the bundle's own setting."""
+    (narrow,) = start_processes(DEFAULT_BUNDLE, MODEL, "beam", 4, 1, threshold=1.0)
+    local, tuned = (
+        build_decoder(DEFAULT_BUNDLE, MODEL, "beam", 4, 1.0),
+        build_decoder(DEFAULT_BUNDLE, MODEL),
+    )
+    try:
+        differs = False
+        for seed in range(6):
+            lp = _log_probs(seed)
+            results: list[list[tuple[str, float]]] = []
+            for decoder in (narrow, local, tuned):
+                stream = decoder.start()
+                stream.advance(lp)
+                results.append([(h.text, h.score) for h in stream.finalize()])
+            assert results[0] == results[1]
+            differs |= results[1] != results[2]
+        assert differs, "a 4-wide search within 1 nat read every utterance as the tuned one"
+    finally:
+        narrow.close()
+
+
 def test_a_bad_call_fails_only_its_stream(procs: list[DecoderProcess]) -> None:
     good = procs[0].start()
     bad = procs[0].start()
