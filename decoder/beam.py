@@ -53,6 +53,11 @@ F64 = npt.NDArray[np.float64]
 NEG_INF = -np.inf
 
 
+# a stream's prefix tree is compacted once it holds this many nodes (about 6 s of speech at
+# a 768-wide beam, 25 MB), then at 4x the size that survived; models/results/beam.md
+COMPACT_MIN_NODES = 1 << 16
+
+
 @dataclass(frozen=True)
 class DecoderConfig:
     """Search hyperparameters; a bundle's decoder.json holds the tuned ones."""
@@ -157,6 +162,7 @@ class BeamStream:
         self.blanks: list[F64] = []  # a run of blank-dominated frames not applied yet
         self.finished = False
         self._frozen = _Frozen(0, (), "")
+        self._compact_at = COMPACT_MIN_NODES
 
     def advance(self, log_probs: npt.ArrayLike) -> None:
         """Consume the next frames' log posteriors [T, V] (natural log, blank at 0)."""
@@ -176,6 +182,7 @@ class BeamStream:
                 self.tree, self.scorer, self.beams, lp[t], symbols[lo:hi], self.frames, self.limits
             )
             self._commit()
+            self._compact()
             self.frames += 1
             done = t + 1
         if done < len(lp):
@@ -193,6 +200,18 @@ class BeamStream:
         if len(keep) < len(nodes):
             b = self.beams
             self.beams = Beams(nodes[keep], b.pb[keep], b.pnb[keep])
+
+    def _compact(self) -> None:
+        """Drop the tree's unreachable nodes once it has grown to 4x its size after the last
+        time (PrefixTree.compact: the search is unchanged). Checked after every step, so it
+        happens at the same frames whatever the chunking."""
+        if self.tree.size < self._compact_at:
+            return
+        new_id = self.tree.compact(self.beams.nodes)
+        b, (top, words, text) = self.beams, self._frozen
+        self.beams = Beams(new_id[b.nodes], b.pb, b.pnb)
+        self._frozen = _Frozen(int(new_id[top]), words, text)
+        self._compact_at = max(COMPACT_MIN_NODES, 4 * self.tree.size)
 
     def _apply_blanks(self, *last: F64) -> None:
         """Apply the pending run of blank-dominated frames, and then the rows `last`

@@ -10,7 +10,8 @@ same, bit for bit):
 - `add_boundary`: the children of those, once Python has asked the LM about them;
 - `take`: the best beams within the threshold, best first, building the kept children;
 - `committed`: the beams that agree with the best one on everything older than a frame;
-- `spell`, `path`, `common_ancestor`: walks up the tree, for texts and word timings.
+- `spell`, `path`, `common_ancestor`: walks up the tree, for texts and word timings;
+- `mark_ancestors`: the walk up that compacting the tree needs (decoder/prefixes.py).
 
 The prefix tree's columns are defined here (`INT_COLUMNS`, `FLOAT_COLUMNS`), as columns of
 two matrices [nodes, columns], because numba's cache only notices changes to a kernel's own
@@ -421,3 +422,13 @@ def path(ints: I64, node: int, top: int) -> I64:
     for i in range(n - 1, -1, -1):
         out[i], node = node, ints[node, PARENT]
     return out
+
+
+@kernel
+def mark_ancestors(ints: I64, nodes: I64, keep: Bools) -> None:
+    """Set `keep` on `nodes` and all their ancestors (each node visited once)."""
+    for t in range(nodes.size):
+        up = nodes[t]
+        while up >= 0 and not keep[up]:
+            keep[up] = True
+            up = ints[up, PARENT]
