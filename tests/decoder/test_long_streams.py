@@ -13,6 +13,7 @@ import pytest
 import decoder.beam
 from decoder.alphabet import Alphabet
 from decoder.beam import BeamSearchDecoder
+from decoder.hypothesis import Word
 from decoder.loading import load_decoder
 from models import DEFAULT_BUNDLE
 from models.bundle import load_bundle
@@ -35,8 +36,13 @@ def _log_probs(frames: int, vocab: int, seed: int = 0) -> F64:
     return out
 
 
-def _decode(decoder: BeamSearchDecoder, lp: F64, chunk: int) -> tuple[list[object], list[object]]:
-    stream, partials = decoder.start(), []
+Final = list[tuple[str, float, float, float, tuple[Word, ...]]]
+Partials = list[tuple[str, str, float]]
+
+
+def _decode(decoder: BeamSearchDecoder, lp: F64, chunk: int) -> tuple[Final, Partials]:
+    stream = decoder.start()
+    partials: Partials = []
     for i in range(0, len(lp), chunk):
         stream.advance(lp[i : i + chunk])
         partial = stream.partial()
