@@ -68,7 +68,7 @@ class DecoderConfig:
     # spellings of unknown words, and a wider, tighter beam keeps the real words in it
     # (decoder/results/gap.md: dev WER 0.619 -> 0.612 at 1.1x the time). models/default's
     # decoder.json asks for 768 within 12.5: a sharper network's search still lost words
-    # there, for about 3 ms of median latency (models/results/beam.md)
+    # there, for 1-4 ms of median latency (models/results/beam.md)
     beam_width: int = 192
     cutoff_prob: float = 0.99  # DS2 p: extend by the fewest symbols whose mass reaches it
     cutoff_top_n: int = 40  # DS2 K: and by at most this many symbols per frame
