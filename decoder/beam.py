@@ -205,8 +205,8 @@ class BeamStream:
         """Drop the tree's unreachable nodes once it has grown to 4x its size after the last
         time (PrefixTree.compact: the search is unchanged). Checked after every step, so it
         happens at the same frames whatever the chunking."""
-        if self.tree.size < self._compact_at:
-            return
+        if self.tree.size < self._compact_at or not len(self.beams.nodes):
+            return  # (no live beam: nothing grows any more)
         new_id = self.tree.compact(self.beams.nodes)
         b, (top, words, text) = self.beams, self._frozen
         self.beams = Beams(new_id[b.nodes], b.pb, b.pnb)

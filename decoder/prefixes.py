@@ -103,6 +103,7 @@ class PrefixTree:
         Without it the tree grows with every prefix ever kept: about 1 GB in 6 minutes of
         speech at a 768-wide beam. Node 0 stays the root."""
         keep = np.zeros(self.size, dtype=bool)
+        keep[ROOT] = True
         mark_ancestors(self.ints, np.asarray(live, dtype=np.int64), keep)
         frontier = np.unique(live)
         while frontier.size:
