@@ -53,7 +53,7 @@ F64 = npt.NDArray[np.float64]
 NEG_INF = -np.inf
 
 
-# a stream's prefix tree is compacted once it holds this many nodes (about 6 s of speech at
+# a stream's prefix tree is compacted once it holds this many nodes (about 10 s of speech at
 # a 768-wide beam, 25 MB), then at 4x the size that survived; models/results/beam.md
 COMPACT_MIN_NODES = 1 << 16
 
