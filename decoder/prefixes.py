@@ -85,13 +85,17 @@ class PrefixTree:
         needed = self.size + extra
         if needed <= capacity:
             return
-        capacity = max(needed, 2 * capacity)
+        self._move(np.arange(self.size), max(needed, 2 * capacity))
+
+    def _move(self, rows: I64, capacity: int) -> None:
+        """New arrays of `capacity` nodes holding the old nodes `rows`, in that order, as
+        nodes 0..len(rows)-1 (links are the caller's to renumber)."""
+        n = len(rows)
         ints = np.zeros((capacity, len(INT_COLUMNS)), dtype=np.int64)
         floats = np.zeros((capacity, len(FLOAT_COLUMNS)))
-        ints[: self.size], floats[: self.size] = self.ints[: self.size], self.floats[: self.size]
         kids = np.full((capacity, self.alphabet.size), -1, dtype=np.int32)
-        kids[: self.size] = self.kids[: self.size]
-        self.ints, self.floats, self.kids = ints, floats, kids
+        ints[:n], floats[:n], kids[:n] = self.ints[rows], self.floats[rows], self.kids[rows]
+        self.ints, self.floats, self.kids, self.size = ints, floats, kids, n
         self.slot = np.full(capacity, -1, dtype=np.int64)
         self._views()
 
@@ -114,21 +118,12 @@ class PrefixTree:
         old = np.flatnonzero(keep)
         new_id = np.full(self.size, -1, dtype=np.int64)
         new_id[old] = np.arange(len(old))
-        capacity = max(1024, 2 * len(old))
-        ints = np.zeros((capacity, len(INT_COLUMNS)), dtype=np.int64)
-        floats = np.zeros((capacity, len(FLOAT_COLUMNS)))
-        kids = np.full((capacity, self.alphabet.size), -1, dtype=np.int32)
-        ints[: len(old)], floats[: len(old)] = self.ints[old], self.floats[old]
-        moved = self.kids[old]
-        linked = moved >= 0
-        moved[linked] = new_id[moved[linked]]  # children dropped here become -1
-        kids[: len(old)] = moved
-        for column in (INT_COLUMNS.index("parent"), INT_COLUMNS.index("lmnode")):
-            ids = ints[: len(old), column]
+        self._move(old, max(1024, 2 * len(old)))
+        kids = self.kids[: self.size]
+        kids[kids >= 0] = new_id[kids[kids >= 0]]  # children dropped here become -1
+        for name in ("parent", "lmnode"):
+            ids = self.cols[name][: self.size]
             ids[ids >= 0] = new_id[ids[ids >= 0]]
-        self.ints, self.floats, self.kids, self.size = ints, floats, kids, len(old)
-        self.slot = np.full(capacity, -1, dtype=np.int64)
-        self._views()
         self.states = {int(new_id[n]): s for n, s in self.states.items() if keep[n]}
         return new_id
 

@@ -21,6 +21,7 @@ import torch
 import decoder.beam
 from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder
+from evaluation.bench_model import cpu_name
 from evaluation.model_outputs import manifest_log_probs
 
 BUNDLE = Path("models/default")
@@ -58,7 +59,12 @@ def main(out: Path) -> None:
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
-    doc = {"frames": len(lp), "audio_s": round(outputs.audio_seconds, 1), "rows": rows}
+    doc = {
+        "cpu": cpu_name(),
+        "frames": len(lp),
+        "audio_s": round(outputs.audio_seconds, 1),
+        "rows": rows,
+    }
     out.write_text(json.dumps(doc, indent=1) + "\n")
 
 

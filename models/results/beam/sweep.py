@@ -15,7 +15,6 @@ Dev sets only: the test sets play no part in choosing.
 from __future__ import annotations
 
 import json
-import platform
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from decoder.beam import BeamSearchDecoder
 from decoder.loading import load_decoder
 from decoder.metrics import cer, wer
 from decoder.tune import tune
+from evaluation.bench_model import cpu_name
 from evaluation.model_outputs import ModelOutputs, manifest_log_probs
 
 Changes = dict[str, float | int]
@@ -50,13 +50,6 @@ TUNED: list[Changes] = [
     {"beam_width": 768},
     {"beam_width": 768, "score_threshold": 15.0},
 ]
-
-
-def _cpu() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def score(decoder: BeamSearchDecoder, out: ModelOutputs) -> dict[str, float]:
@@ -96,7 +89,7 @@ def main(out_path: Path, bundle: Path, rows_in: list[Changes], tuned_in: list[Ch
         print(json.dumps(row), flush=True)
     doc = {
         "bundle": str(bundle),
-        "cpu": _cpu(),
+        "cpu": cpu_name(),
         "base": {k: getattr(base.config, k) for k in ("alpha", "beta", "beam_width")},
         "audio_s": {n: round(o.audio_seconds, 1) for n, o in outputs.items()},
         "rows": rows,
