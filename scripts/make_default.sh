@@ -84,6 +84,8 @@
 #                                         # Jargon File sentences too (runs/light7; resumes)
 #   bash scripts/make_default.sh light8   # light7 at twice the peak rate, GCIDE's quotations
 #                                         # too (runs/light8; resumes)
+#   bash scripts/make_default.sh wide768  # models/default grown to 3 x GRU 768, on every
+#                                         # corpus, 8 h across sessions (runs/wide768; resumes)
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate` (RUN=runs/real1
 #                                         # B=runs/real1/candidate R=runs/real1/results builds
 #                                         # and measures a candidate without touching models/)
@@ -117,7 +119,7 @@ cpu_stage() {
   local out=$1 init=$2 lr=$3 budget=$4 threads=$5
   shift 5
   $H train --train "$@" --dev data/corpus/dev.jsonl --out "${OUT:-$out}" \
-    --init-from "${INIT:-$init}" --model-config scripts/net_mel_3x512.json --device cpu \
+    --init-from "${INIT:-$init}" --model-config "${CONFIG:-scripts/net_mel_3x512.json}" --device cpu \
     --precision bf16 --batch-size 16 --lr "${LR:-$lr}" --warmup-steps 100 --epochs 1000 \
     --time-budget-s "${BUDGET_S:-$budget}" --workers 1 --checkpoint-every 200 --dev-every 500 \
     --strategy alternated --sortagrad false --ema-decay 0.998 --threads "${THREADS:-$threads}" \
@@ -473,6 +475,18 @@ case "${1:-}" in
       data/corpus6/train.jsonl data/corpus5/train.jsonl data/corpus3/train.jsonl \
       data/corpus2/train.jsonl data/asterisk/train.jsonl*4
     ;;
+  wide768)
+    # a campaign across sessions (models/results/wide768.md): four light stages in a row stayed
+    # inside the noise, so models/default grown to 3 x GRU 512 -> 768 as the same function
+    # (training/grow.py; priced at 1.6-1.7x the step) on every corpus, cosine over 8 h of
+    # training time. Resumes from runs/wide768/checkpoint.pt; pause with kill -TSTP / -CONT
+    [ -d runs/wide768_init ] || cp -r models/default runs/wide768_init
+    AUGMENT=light CONFIG=scripts/net_mel_3x768.json BUDGET_S=${BUDGET_S:-28800} \
+      cpu_stage runs/wide768 runs/wide768_init 2e-4 28800 2 \
+      data/corpus2/train.jsonl data/corpus3/train.jsonl data/corpus4/train.jsonl \
+      data/corpus4b/train.jsonl data/corpus5/train.jsonl data/corpus6/train.jsonl \
+      data/corpus7/train.jsonl data/corpus8/train.jsonl data/asterisk/train.jsonl*4
+    ;;
   light6soup)
     # models/default since the nineteenth session: light6's candidate (after `finish` with
     # RUN=runs/light6 B=runs/light6/candidate) averaged 1:1 with the bundle it started from
@@ -582,6 +596,6 @@ case "${1:-}" in
       --lm-text "WordNet's glosses=data/lm/wordnet.report.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac
