@@ -4,7 +4,10 @@
     harken build-lm --text data/corpus/lm_text.txt*3 data/lm/wordnet.txt --out runs/my/bundle
 
 writes OUT/lm.binary (trie, 8-bit quantised), OUT/unigrams.txt (the vocabulary, for the
-partial-word check) and OUT/decoder.json. The first run compiles KenLM's lmplz and
+partial-word check) and OUT/decoder.json. A bundle's existing decoder.json keeps its search
+settings (beam width, threshold, ...; a new LM into models/default must not bring back the
+defaults' narrower search), and its weight and bonus unless --alpha/--beta are given: both
+were tuned for the old LM, so re-tune them (`harken tune-lm`). The first run compiles KenLM's lmplz and
 build_binary (decoder/kenlm_tools.py, a few minutes); later runs reuse them.
 """
 
@@ -21,7 +24,7 @@ from decoder.alphabet import ENGLISH
 from decoder.beam import DecoderConfig
 from decoder.kenlm_tools import DEFAULT_CACHE, ensure_tools
 from decoder.lm import CHAR_SPACE, Unit
-from decoder.loading import write_decoder_json
+from decoder.loading import DECODER_JSON, read_decoder_json, write_decoder_json
 
 SPECIAL = {"<s>", "</s>", "<unk>"}
 
@@ -53,8 +56,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--quantize", type=int, default=8, help="bits for probabilities/backoffs")
     parser.add_argument("--memory", default="512M", help="lmplz -S: sorting memory")
-    parser.add_argument("--alpha", type=float, default=DecoderConfig.alpha, help="LM weight")
-    parser.add_argument("--beta", type=float, default=DecoderConfig.beta, help="insertion bonus")
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        help=f"LM weight (default: OUT/decoder.json's, else {DecoderConfig.alpha})",
+    )
+    parser.add_argument(
+        "--beta",
+        type=float,
+        help=f"insertion bonus (default: OUT/decoder.json's, else {DecoderConfig.beta})",
+    )
     parser.add_argument("--kenlm-dir", type=Path, default=DEFAULT_CACHE, help="KenLM build cache")
 
 
@@ -67,6 +78,12 @@ def main(args: argparse.Namespace) -> int:
         raise SystemExit(str(e)) from None
     if not 2 <= args.order <= 6:
         raise SystemExit(f"--order must be in 2..6 (KenLM's build limit), got {args.order}")
+    given = {k: v for k, v in (("alpha", args.alpha), ("beta", args.beta)) if v is not None}
+    try:
+        kept = read_decoder_json(args.out)["config"] if (args.out / DECODER_JSON).is_file() else {}
+        config = DecoderConfig(**{**kept, **given})
+    except ValueError as e:
+        raise SystemExit(f"{args.out / DECODER_JSON}: {e}; fix or remove it") from None
     args.out.mkdir(parents=True, exist_ok=True)
     build_lm(
         texts,
@@ -78,10 +95,11 @@ def main(args: argparse.Namespace) -> int:
         args.memory,
         args.kenlm_dir,
     )
-    config = DecoderConfig(alpha=args.alpha, beta=args.beta)
     write_decoder_json(args.out, config, args.unit, args.order, "lm.binary", "unigrams.txt")
     size = (args.out / "lm.binary").stat().st_size
     print(f"wrote {args.out}/lm.binary ({size / 1e6:.2f} MB), unigrams.txt, decoder.json")
+    if kept:
+        print(f"kept {DECODER_JSON}'s search settings; re-tune alpha and beta for the new LM")
     return 0
 
 

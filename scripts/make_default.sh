@@ -123,7 +123,7 @@ cpu_stage() {
     --precision bf16 --batch-size 16 --lr "${LR:-$lr}" --warmup-steps 100 --epochs 1000 \
     --time-budget-s "${BUDGET_S:-$budget}" --workers 1 --checkpoint-every 200 --dev-every 500 \
     --strategy alternated --sortagrad false --ema-decay 0.998 --threads "${THREADS:-$threads}" \
-    --augment-preset "${AUGMENT:-full}"
+    --augment-preset "${AUGMENT:-full}" ${EXPORT_ONLY:+--export-only "$EXPORT_ONLY"}
 }
 
 # a light-preset CPU stage from models/default, frozen once into runs/NAME_init so that a
@@ -479,7 +479,8 @@ case "${1:-}" in
     # a campaign across sessions (models/results/wide768.md): four light stages in a row stayed
     # inside the noise, so models/default grown to 3 x GRU 512 -> 768 as the same function
     # (training/grow.py; priced at 1.6-1.7x the step) on every corpus, cosine over 8 h of
-    # training time. Resumes from runs/wide768/checkpoint.pt; pause with kill -TSTP / -CONT
+    # training time. Resumes from runs/wide768/checkpoint.pt; pause with kill -TSTP / -CONT;
+    # EXPORT_ONLY=runs/wide768/bundle writes a mid-way bundle from the checkpoint and stops
     [ -d runs/wide768_init ] || cp -r models/default runs/wide768_init
     AUGMENT=light CONFIG=scripts/net_mel_3x768.json BUDGET_S=${BUDGET_S:-28800} \
       cpu_stage runs/wide768 runs/wide768_init 2e-4 28800 2 \
@@ -537,12 +538,21 @@ case "${1:-}" in
     ;;
   lm)
     # the LM into B: the corpus's unused fortune sentences, counted three times, beside
-    # WordNet's glosses (general English; text sharing six words with a held-out transcript
-    # is left out); `evaluate` then re-tunes its weight
-    $H lm-text --wordnet --out data/lm/wordnet.txt --held-out data/corpus/dev.jsonl \
-      data/corpus/test.jsonl data/asterisk/dev.jsonl data/asterisk/test.jsonl
-    $H build-lm --text 'data/corpus/lm_text.txt*3' data/lm/wordnet.txt --order 4 \
-      --prune 0 0 1 --quantize 8 --out $B
+    # WordNet's glosses (general English), the sentences corpus5-8 speak and her train
+    # prompts' transcripts counted 30 times (models/results/lm_train_text.md); text sharing six
+    # words with a held-out transcript is left out. B's search settings stay; `evaluate`
+    # then re-tunes its weight
+    HELD_OUT=(data/corpus/dev.jsonl data/corpus/test.jsonl data/asterisk/dev.jsonl
+      data/asterisk/test.jsonl)
+    $H lm-text --wordnet --out data/lm/wordnet.txt --held-out "${HELD_OUT[@]}"
+    transcripts() { for m in "$@"; do .venv/bin/python -c 'import json, sys
+for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
+    transcripts data/corpus{5,6,7,8}/train.jsonl >data/lm/corpora.raw
+    transcripts data/asterisk/train.jsonl >data/lm/her_train.raw
+    $H lm-text --text data/lm/corpora.raw --out data/lm/corpora.txt --held-out "${HELD_OUT[@]}"
+    $H lm-text --text data/lm/her_train.raw --out data/lm/her_train.txt --held-out "${HELD_OUT[@]}"
+    $H build-lm --text 'data/corpus/lm_text.txt*3' data/lm/wordnet.txt data/lm/corpora.txt \
+      'data/lm/her_train.txt*30' --order 4 --prune 0 0 1 --quantize 8 --out $B
     ;;
   evaluate)
     # speaker adaptation first: the LM weight is tuned on the outputs the server will decode
@@ -593,7 +603,9 @@ case "${1:-}" in
       --eval "real dev (Asterisk prompts)=$R/default_eval_real_dev.json" \
       --eval "real test (Asterisk prompts; her train split was trained on: adaptation to her)=$R/default_eval_real_test.json" \
       --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json" \
-      --lm-text "WordNet's glosses=data/lm/wordnet.report.json"
+      --lm-text "WordNet's glosses=data/lm/wordnet.report.json" \
+      --lm-text "the sentences corpus5-8 speak=data/lm/corpora.report.json" \
+      --lm-text "her train prompts, counted 30 times=data/lm/her_train.report.json"
     ;;
   *)
     echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2

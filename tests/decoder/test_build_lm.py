@@ -9,6 +9,7 @@ import kenlm
 import pytest
 
 from decoder import build
+from decoder.loading import read_decoder_json, update_decoder_json
 
 CATS = ["the cat sat on the mat", "a cat sat on a hat", "the cat ate the rat"]
 DOGS = ["the dog ran to the park", "a dog ran after the ball", "the dog ate the bone"]
@@ -61,3 +62,26 @@ def test_raw_text_is_refused_with_its_line(tmp_path: Path) -> None:
         _run("--text", text, "--alphabet", alphabet, "--prune", "0", "--out", tmp_path / "lm") == 0
     )
     assert "ran," in (tmp_path / "lm" / "unigrams.txt").read_text().split()
+
+
+def test_a_new_lm_keeps_the_bundles_search_settings(tmp_path: Path) -> None:
+    """Rebuilding a bundle's LM must not silently bring back the default, narrower search."""
+    text = tmp_path / "cats.txt"
+    text.write_text("".join(s + "\n" for s in CATS))
+    out = tmp_path / "bundle"
+    assert _run("--text", text, "--order", "3", "--prune", "0", "--out", out) == 0
+    update_decoder_json(out, beam_width=768, score_threshold=12.5, alpha=0.7, beta=0.4)
+    assert _run("--text", text, "--order", "3", "--prune", "0", "--out", out) == 0
+    kept = read_decoder_json(out)["config"]
+    assert (kept["beam_width"], kept["score_threshold"], kept["alpha"], kept["beta"]) == (
+        768,
+        12.5,
+        0.7,
+        0.4,
+    )
+    assert _run("--text", text, "--order", "3", "--out", out, "--alpha", "0.3") == 0
+    config = read_decoder_json(out)["config"]
+    assert (config["beam_width"], config["alpha"], config["beta"]) == (768, 0.3, 0.4)
+    (out / "decoder.json").write_text('{"config": {"beam_width": 0}}')
+    with pytest.raises(SystemExit, match="beam_width must be >= 1; fix or remove it"):
+        _run("--text", text, "--out", out)
