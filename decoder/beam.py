@@ -28,6 +28,7 @@ import copy
 import dataclasses
 import functools
 import itertools
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -77,6 +78,11 @@ class DecoderConfig:
     prefix_penalty: float = -10.0  # while the partial word starts no unigram (x len/6 past 6)
     hotword_boost: float = 8.0  # boost of a hotword given without its own
     nbest: int = 5  # hypotheses returned by finalize()
+    # subtracted from every frame's blank log-prob before the search (each frame's row then
+    # renormalised): the network under-emits on voices it never heard, and the search then
+    # deletes their characters; a small penalty lets it keep them. 0 disables it.
+    # models/default's decoder.json asks for 0.75 (models/results/blank.md)
+    blank_penalty: float = 0.0
     # beams that parted from the best one more than this long ago (seconds of frames) are
     # dropped, so the best path's words before that point are final: partials call them
     # stable. With 0, stable is only what every beam shares, and an old alternative ("the
@@ -96,6 +102,7 @@ class DecoderConfig:
             (self.frame_seconds > 0, "frame_seconds must be > 0"),
             (self.unk_penalty <= 0 and self.prefix_penalty <= 0, "penalties must be <= 0"),
             (self.commit_s >= 0, "commit_s must be >= 0 (0 disables it)"),
+            (math.isfinite(self.blank_penalty), "blank_penalty must be a finite number"),
         ]
         for ok, message in checks:
             if not ok:
@@ -169,6 +176,8 @@ class BeamStream:
         lp = np.ascontiguousarray(log_probs, dtype=np.float64)
         self._check(lp)
         cfg = self.config
+        if cfg.blank_penalty:
+            lp = penalise_blank(lp, cfg.blank_penalty)
         mask = candidate_mask(lp, cfg.cutoff_prob, cfg.cutoff_top_n)
         # frame by frame, each frame's symbols ascending (contiguous, as the kernels expect)
         rows, symbols = np.divmod(np.flatnonzero(mask), mask.shape[1])
@@ -337,6 +346,16 @@ class BeamStream:
             Word(self.alphabet.decode(chars_[a:b]), frames[a] * fs, (frames[b - 1] + 1) * fs, c)
             for (a, b), c in zip(spans, confs, strict=True)
         )
+
+
+def penalise_blank(log_probs: F64, penalty: float) -> F64:
+    """A copy of log posteriors [T, V] with `penalty` taken off the blank's (index 0) and each
+    frame renormalised: the same as lowering the blank's logit before the softmax, so each
+    frame is still a distribution and frames are changed independently (chunking-invariant)."""
+    out = log_probs.copy()
+    out[:, 0] -= penalty
+    out -= np.logaddexp.reduce(out, axis=1, keepdims=True)
+    return out
 
 
 class _Frozen(NamedTuple):

@@ -149,6 +149,11 @@ def language_model_lines(
         f"- weight {cfg.get('alpha')}, insertion bonus {cfg.get('beta')} (`harken tune-lm` on "
         f"dev), beam {cfg.get('beam_width')}"
     )
+    if cfg.get("blank_penalty"):
+        lines.append(
+            f"- blank penalty {cfg['blank_penalty']}: taken off every frame's blank log-prob "
+            "before the search, so fewer characters of unheard voices are deleted"
+        )
     return lines
 
 

@@ -75,14 +75,15 @@ def _fuzzed(v: int, max_t: int = 40) -> st.SearchStrategy[np.ndarray]:
     return arrays(np.float64, shapes, elements=st.floats(-5, 5)).map(lambda x: log_softmax(x * 3))
 
 
+@pytest.mark.parametrize("penalty", [0.0, 0.7])
 @pytest.mark.parametrize("which", ["none", "word"])
 @settings(max_examples=25, deadline=None)
 @given(lp=_fuzzed(TINY.size), data=st.data())
 def test_chunked_equals_whole(
-    which: str, lp: np.ndarray, data: st.DataObject, request: pytest.FixtureRequest
+    which: str, penalty: float, lp: np.ndarray, data: st.DataObject, request: pytest.FixtureRequest
 ) -> None:
     lm = None if which == "none" else request.getfixturevalue(f"{which}_lm")
-    cfg = DecoderConfig(beam_width=8, cutoff_prob=0.95, score_threshold=8.0)
+    cfg = DecoderConfig(beam_width=8, cutoff_prob=0.95, score_threshold=8.0, blank_penalty=penalty)
     decoder = BeamSearchDecoder(TINY, cfg, lm, unigrams=["a", "ab", "ba"])
     cuts = sorted(data.draw(st.lists(st.integers(0, len(lp)), max_size=6)))
     stream = decoder.start(hotwords=[("ab ba", 3.0)])
@@ -136,6 +137,20 @@ def test_word_lm_prefers_the_likelier_word(word_lm: KenLM) -> None:
     cfg = DecoderConfig(alpha=2.0, beta=0.0)
     assert BeamSearchDecoder(TINY, cfg, word_lm).decode(lp)[0].text == "ab"
     assert BeamSearchDecoder(TINY, cfg).decode(lp)[0].text in ("ab", "a b")
+
+
+def test_a_blank_penalty_keeps_a_symbol_the_blank_narrowly_outscores() -> None:
+    """Frame 1 is 60% blank, 40% 'b': plain CTC reads "a"; with the blank's log-prob lowered
+    by 1 (each frame renormalised) the 'b' survives, and the caller's array is not touched."""
+    lp = log_softmax(np.log(np.array([[0.05, 0.0, 0.9, 0.05], [0.6, 0.0, 0.0, 0.4]]) + 1e-9))
+    lp = np.vstack([lp, spell("_", TINY)])
+    before = lp.copy()
+    assert BeamSearchDecoder(TINY).decode(lp)[0].text == "a"
+    penalised = BeamSearchDecoder(TINY, DecoderConfig(blank_penalty=1.0)).decode(lp)
+    assert penalised[0].text == "ab"
+    assert np.array_equal(lp, before)
+    with pytest.raises(ValueError, match="blank_penalty"):
+        DecoderConfig(blank_penalty=float("nan"))
 
 
 def test_bad_input_is_rejected_with_a_reason() -> None:

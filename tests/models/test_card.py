@@ -98,3 +98,7 @@ def test_the_language_model_and_its_texts_are_described() -> None:
         "(none sharing 6 words with 2 held-out manifests)" in text
     )
     assert "- weight 0.59, insertion bonus 1.48 (`harken tune-lm` on dev), beam 192" in text
+    assert "blank penalty" not in text  # none set, none described
+    decoder["config"]["blank_penalty"] = 0.75  # type: ignore[index]
+    lines = language_model_lines(decoder, 58924, 7_516_338, 26333, {})
+    assert any(line.startswith("- blank penalty 0.75: ") for line in lines)
