@@ -56,16 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--quantize", type=int, default=8, help="bits for probabilities/backoffs")
     parser.add_argument("--memory", default="512M", help="lmplz -S: sorting memory")
-    parser.add_argument(
-        "--alpha",
-        type=float,
-        help=f"LM weight (default: OUT/decoder.json's, else {DecoderConfig.alpha})",
-    )
-    parser.add_argument(
-        "--beta",
-        type=float,
-        help=f"insertion bonus (default: OUT/decoder.json's, else {DecoderConfig.beta})",
-    )
+    for name, what in (("alpha", "LM weight"), ("beta", "insertion bonus")):
+        default = getattr(DecoderConfig, name)
+        parser.add_argument(
+            f"--{name}", type=float, help=f"{what} (default: OUT/decoder.json's, else {default})"
+        )
     parser.add_argument("--kenlm-dir", type=Path, default=DEFAULT_CACHE, help="KenLM build cache")
 
 

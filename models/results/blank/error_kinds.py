@@ -9,7 +9,6 @@ and unigrams.txt. Word-level alignment counts, one line per set and bundle.
 from __future__ import annotations
 
 import json
-import pickle
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import torch
 
 from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder
+from models.results.rescore.nbest import load_outputs
 
 
 def kinds(ref: list[str], hyp: list[str]) -> tuple[int, int, int]:
@@ -47,9 +47,7 @@ def kinds(ref: list[str], hyp: list[str]) -> tuple[int, int, int]:
 
 def main(work: Path, dirs: list[str]) -> None:
     torch.set_num_threads(1)
-    for name in ("tts_dev", "her_dev"):
-        with open(work / f"{name}.pkl", "rb") as f:
-            out = pickle.load(f)
+    for name, out in load_outputs(work).items():
         alphabet = Alphabet.from_list(out.config.alphabet)
         for d in dirs:
             decoder = load_decoder(Path(d), alphabet, out.config.frame_seconds)

@@ -10,7 +10,6 @@ BUNDLE's decoder.json; only `blank_penalty` changes. One thread.
 from __future__ import annotations
 
 import json
-import pickle
 import sys
 from pathlib import Path
 
@@ -19,14 +18,12 @@ import torch
 from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder
 from decoder.metrics import cer, wer
+from models.results.rescore.nbest import load_outputs
 
 
 def main(work: Path, bundle: Path, out_path: Path, penalties: list[float]) -> None:
     torch.set_num_threads(1)
-    sets = {}
-    for name in ("tts_dev", "her_dev"):
-        with open(work / f"{name}.pkl", "rb") as f:
-            sets[name] = pickle.load(f)
+    sets = load_outputs(work)
     first = sets["tts_dev"]
     base = load_decoder(
         bundle, Alphabet.from_list(first.config.alphabet), first.config.frame_seconds

@@ -9,7 +9,6 @@ every utterance with A, then with B. Prints ms of decoding per audio second, per
 from __future__ import annotations
 
 import json
-import pickle
 import sys
 import time
 from pathlib import Path
@@ -19,14 +18,12 @@ import torch
 from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder
 from evaluation.bench_model import cpu_name
+from models.results.rescore.nbest import load_outputs
 
 
 def main(work: Path, dirs: list[str], rounds: int) -> None:
     torch.set_num_threads(1)
-    outs = []
-    for name in ("tts_dev", "her_dev"):
-        with open(work / f"{name}.pkl", "rb") as f:
-            outs.append(pickle.load(f))
+    outs = list(load_outputs(work).values())
     alphabet = Alphabet.from_list(outs[0].config.alphabet)
     decoders = {d: load_decoder(Path(d), alphabet, outs[0].config.frame_seconds) for d in dirs}
     seconds = sum(o.audio_seconds for o in outs)

@@ -11,7 +11,6 @@ differs (the shipped weight and bonus, not re-tuned). Prints beam WER per set.
 from __future__ import annotations
 
 import json
-import pickle
 import sys
 from pathlib import Path
 
@@ -20,14 +19,12 @@ import torch
 from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder
 from decoder.metrics import wer
+from models.results.rescore.nbest import load_outputs
 
 
 def main(work: Path, lm_dirs: list[str]) -> None:
     torch.set_num_threads(1)
-    sets = {}
-    for name in ("tts_dev", "her_dev"):
-        with open(work / f"{name}.pkl", "rb") as f:
-            sets[name] = pickle.load(f)
+    sets = load_outputs(work)
     first = sets["tts_dev"]
     alphabet = Alphabet.from_list(first.config.alphabet)
     for lm_dir in lm_dirs:

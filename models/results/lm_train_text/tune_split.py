@@ -10,7 +10,6 @@ JSON line per trial; the caller writes the chosen pair into decoder.json.
 from __future__ import annotations
 
 import json
-import pickle
 import sys
 from pathlib import Path
 
@@ -20,12 +19,12 @@ import torch
 from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder
 from decoder.tune import _trial
+from models.results.rescore.nbest import load_outputs
 
 
 def main(work: Path, part: int, parts: int) -> None:
     torch.set_num_threads(1)
-    with open(work / "tts_dev.pkl", "rb") as f:
-        out = pickle.load(f)
+    out = load_outputs(work)["tts_dev"]
     alphabet = Alphabet.from_list(out.config.alphabet)
     decoder = load_decoder(Path("models/default"), alphabet, out.config.frame_seconds)
     rng = np.random.default_rng(0)

@@ -19,10 +19,20 @@ import torch
 from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder
 from decoder.metrics import edit_distance, wer
-from evaluation.model_outputs import manifest_log_probs
+from evaluation.model_outputs import ModelOutputs, manifest_log_probs
 
 SETS = {"tts_dev": "data/corpus/dev.jsonl", "her_dev": "data/asterisk/dev.jsonl"}
 BUNDLE = Path("models/default")
+
+
+def load_outputs(work: Path) -> dict[str, ModelOutputs]:
+    """The network outputs this script cached in WORK, by set name (for the scripts that
+    decode them again: rescore, lm_train_text, blank)."""
+    outputs = {}
+    for name in SETS:
+        with open(work / f"{name}.pkl", "rb") as f:
+            outputs[name] = pickle.load(f)
+    return outputs
 
 
 def main(work: Path) -> None:
