@@ -1,4 +1,5 @@
-"""Random search of the LM weight alpha and the insertion bonus beta on a dev set.
+"""Random search of the LM weight alpha and the insertion bonus beta on a dev set, and a
+sweep of the blank penalty.
 
 The acoustic model runs once (the caller passes its log-probs); each trial only decodes.
 The search draws (alpha, beta) uniformly from the given ranges with a fixed seed, so a
@@ -65,3 +66,22 @@ def _trial(
     return Trial(
         round(float(alpha), 4), round(float(beta), 4), wer(zip(refs, hyps, strict=True)).rate
     )
+
+
+def sweep_blank_penalty(
+    decoder: BeamSearchDecoder,
+    log_probs: Sequence[F32],
+    references: Sequence[str],
+    penalties: Sequence[float],
+) -> tuple[float, tuple[tuple[float, float], ...]]:
+    """(the penalty with the lowest WER, ties to the first listed; every (penalty, WER)), at
+    the decoder's other settings. The penalty shifts how many symbols the search keeps, which
+    the bonus also does: search alpha and beta again at the chosen one."""
+    if not penalties:
+        raise ValueError("need at least one blank penalty to try")
+    table = []
+    for penalty in penalties:
+        d = decoder.with_config(blank_penalty=float(penalty))
+        hyps = [d.decode(lp)[0].text for lp in log_probs]
+        table.append((float(penalty), wer(zip(references, hyps, strict=True)).rate))
+    return min(table, key=lambda row: row[1])[0], tuple(table)

@@ -1,5 +1,7 @@
 """`harken tune-lm`: random search of alpha and beta on a dev manifest, written into the
-bundle's decoder.json. The network runs once; each trial only decodes."""
+bundle's decoder.json. The network runs once; each trial only decodes. With
+`--blank-penalty`, the listed penalties are tried first at the bundle's weights and the
+best is kept for the search (models/results/blank.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from pathlib import Path
 
 from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder, update_decoder_json
-from decoder.tune import tune
+from decoder.tune import sweep_blank_penalty, tune
 from evaluation.model_outputs import manifest_log_probs
 from models import DEFAULT_BUNDLE
 
@@ -22,6 +24,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beta", type=float, nargs=2, default=(-1.0, 4.0), help="range")
     parser.add_argument("--limit", type=int, default=0, help="first N utterances (0: all)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--blank-penalty",
+        type=float,
+        nargs="+",
+        metavar="P",
+        help="blank penalties to try first (e.g. 0 0.5 0.75 1 1.5); the best is kept and "
+        "written with alpha and beta",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print, do not write decoder.json")
 
 
@@ -29,6 +39,15 @@ def main(args: argparse.Namespace) -> int:
     outputs = manifest_log_probs(args.bundle, args.manifest, args.limit)
     alphabet = Alphabet.from_list(outputs.config.alphabet)
     decoder = load_decoder(args.bundle, alphabet, outputs.config.frame_seconds)
+    chosen: dict[str, float] = {}
+    if args.blank_penalty:
+        penalty, table = sweep_blank_penalty(
+            decoder, outputs.log_probs, outputs.references, args.blank_penalty
+        )
+        for p, rate in table:
+            print(f"blank penalty {p:g}  WER {rate:.4f}")
+        chosen["blank_penalty"] = penalty
+        decoder = decoder.with_config(blank_penalty=penalty)
     result = tune(
         decoder,
         outputs.log_probs,
@@ -41,8 +60,10 @@ def main(args: argparse.Namespace) -> int:
     for t in sorted(result.trials, key=lambda t: t.wer):
         print(f"alpha {t.alpha:7.4f}  beta {t.beta:7.4f}  WER {t.wer:.4f}")
     best = result.best
-    print(json.dumps({"best": best.__dict__, "utterances": len(outputs.references)}))
+    chosen.update(alpha=best.alpha, beta=best.beta)
+    print(json.dumps({"best": chosen, "wer": best.wer, "utterances": len(outputs.references)}))
     if not args.dry_run:
-        update_decoder_json(args.bundle, alpha=best.alpha, beta=best.beta)
-        print(f"wrote alpha={best.alpha} beta={best.beta} into {args.bundle}/decoder.json")
+        update_decoder_json(args.bundle, **chosen)
+        settings = " ".join(f"{k}={v:g}" for k, v in chosen.items())
+        print(f"wrote {settings} into {args.bundle}/decoder.json")
     return 0

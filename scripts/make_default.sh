@@ -561,7 +561,9 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
     # 67 doubled the 10-stream p98, models/results/gpu/README.md)
     $H tune-warp --bundle $B --manifest data/corpus/dev.jsonl --decide-frames "${DECIDE_FRAMES:-20}" \
       --out $R/warp_dev.json
-    $H tune-lm --bundle $B --manifest data/corpus/dev.jsonl --trials 60 --alpha 0.2 1.5 --beta 0 3.5 | tail -3
+    # the blank penalty first, at B's weights (models/results/blank.md), then weight and bonus
+    $H tune-lm --bundle $B --manifest data/corpus/dev.jsonl --trials 60 --alpha 0.2 1.5 --beta 0 3.5 \
+      --blank-penalty 0 0.25 0.5 0.75 1 1.25 1.5 2 | tail -3
     # test sets with the peer recognisers beside us (the same references)
     # (PEERS="" skips them for a candidate: their rows do not depend on our model)
     PEERS=${PEERS-"--peers pocketsphinx whisper-tiny.en --threads 1"}
