@@ -80,8 +80,9 @@ class DecoderConfig:
     nbest: int = 5  # hypotheses returned by finalize()
     # subtracted from every frame's blank log-prob before the search (each frame's row then
     # renormalised): the network under-emits on voices it never heard, and the search then
-    # deletes their characters; a small penalty lets it keep them. 0 disables it.
-    # models/default's decoder.json asks for 0.75 (models/results/blank.md)
+    # deletes their characters; a small penalty lets it keep them. 0 disables it. Scores and
+    # word confidences are then of the penalised posteriors. models/default's decoder.json
+    # asks for 0.75 (models/results/blank.md; `harken tune-lm --blank-penalty` sweeps it)
     blank_penalty: float = 0.0
     # beams that parted from the best one more than this long ago (seconds of frames) are
     # dropped, so the best path's words before that point are final: partials call them

@@ -7,8 +7,8 @@ writes OUT/lm.binary (trie, 8-bit quantised), OUT/unigrams.txt (the vocabulary, 
 partial-word check) and OUT/decoder.json. A bundle's existing decoder.json keeps its search
 settings (beam width, threshold, ...; a new LM into models/default must not bring back the
 defaults' narrower search), and its weight and bonus unless --alpha/--beta are given: both
-were tuned for the old LM, so re-tune them (`harken tune-lm`). The first run compiles KenLM's lmplz and
-build_binary (decoder/kenlm_tools.py, a few minutes); later runs reuse them.
+were tuned for the old LM, so re-tune them (`harken tune-lm`). The first run compiles
+KenLM's lmplz and build_binary (decoder/kenlm_tools.py, a few minutes); later runs reuse them.
 """
 
 from __future__ import annotations
