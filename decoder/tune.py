@@ -47,11 +47,24 @@ def tune(
         raise ValueError("need as many log-prob arrays as references, and at least one")
     if trials < 1:
         raise ValueError("trials must be >= 1")
+    points = draw_points(decoder, trials, alpha_range, beta_range, seed)
+    table = tuple(_trial(decoder, a, b, log_probs, references) for a, b in points)
+    return TuneResult(min(table, key=lambda t: t.wer), table)
+
+
+def draw_points(
+    decoder: BeamSearchDecoder,
+    trials: int,
+    alpha_range: tuple[float, float],
+    beta_range: tuple[float, float],
+    seed: int,
+) -> list[tuple[float, float]]:
+    """The (alpha, beta) pairs `tune` tries, in order: the decoder's own, then seeded draws
+    (public so that a caller can split the trials over processes and still choose alike)."""
     rng = np.random.default_rng(seed)
     points = [(decoder.config.alpha, decoder.config.beta)]
     points += [(rng.uniform(*alpha_range), rng.uniform(*beta_range)) for _ in range(trials - 1)]
-    table = tuple(_trial(decoder, a, b, log_probs, references) for a, b in points)
-    return TuneResult(min(table, key=lambda t: t.wer), table)
+    return points
 
 
 def _trial(
@@ -62,10 +75,12 @@ def _trial(
     refs: Sequence[str],
 ) -> Trial:
     d = decoder.with_config(alpha=float(alpha), beta=float(beta))
-    hyps = [d.decode(lp)[0].text for lp in log_probs]
-    return Trial(
-        round(float(alpha), 4), round(float(beta), 4), wer(zip(refs, hyps, strict=True)).rate
-    )
+    return Trial(round(float(alpha), 4), round(float(beta), 4), _wer(d, log_probs, refs))
+
+
+def _wer(decoder: BeamSearchDecoder, log_probs: Sequence[F32], refs: Sequence[str]) -> float:
+    hyps = [decoder.decode(lp)[0].text for lp in log_probs]
+    return wer(zip(refs, hyps, strict=True)).rate
 
 
 def sweep_blank_penalty(
@@ -79,9 +94,8 @@ def sweep_blank_penalty(
     the bonus also does: search alpha and beta again at the chosen one."""
     if not penalties:
         raise ValueError("need at least one blank penalty to try")
-    table = []
-    for penalty in penalties:
-        d = decoder.with_config(blank_penalty=float(penalty))
-        hyps = [d.decode(lp)[0].text for lp in log_probs]
-        table.append((float(penalty), wer(zip(references, hyps, strict=True)).rate))
-    return min(table, key=lambda row: row[1])[0], tuple(table)
+    table = tuple(
+        (float(p), _wer(decoder.with_config(blank_penalty=float(p)), log_probs, references))
+        for p in penalties
+    )
+    return min(table, key=lambda row: row[1])[0], table

@@ -13,12 +13,11 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder
-from decoder.tune import _trial
+from decoder.tune import _trial, draw_points
 from models.results.rescore.nbest import load_outputs
 
 
@@ -27,9 +26,7 @@ def main(work: Path, part: int, parts: int) -> None:
     out = load_outputs(work)["tts_dev"]
     alphabet = Alphabet.from_list(out.config.alphabet)
     decoder = load_decoder(Path("models/default"), alphabet, out.config.frame_seconds)
-    rng = np.random.default_rng(0)
-    points = [(decoder.config.alpha, decoder.config.beta)]
-    points += [(rng.uniform(0.2, 1.5), rng.uniform(0.0, 3.5)) for _ in range(59)]
+    points = draw_points(decoder, 60, (0.2, 1.5), (0.0, 3.5), seed=0)
     for i, (a, b) in enumerate(points):
         if i % parts == part:
             t = _trial(decoder, a, b, out.log_probs, out.references)
