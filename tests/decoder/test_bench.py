@@ -1,7 +1,11 @@
-"""The decoder benchmark's pruning sweep: a user choosing cutoffs reads each row as what the
-decoder does with that setting, and the last row as the search without pruning."""
+"""The decoder benchmark: a user choosing cutoffs reads each sweep row as what the decoder
+does with that setting, and the last row as the search without pruning; a user reading the
+peer rows reads searches compared on the same posteriors."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import numpy as np
 
@@ -10,11 +14,15 @@ from decoder.beam import BeamSearchDecoder, DecoderConfig
 from decoder.bench import (
     SWEEP_CUTOFF_PROBS,
     SWEEP_TOP_NS,
+    compare,
+    markdown,
     pruning_markdown,
     pruning_sweep,
     pruning_table,
+    run_bench,
 )
 from decoder.synthetic import synthetic_log_probs
+from tests.decoder.conftest import TINY, WORD_BIGRAMS, WORDS, write_arpa
 
 TEXTS = ["the cat sat", "a dog ran off", "so it goes", "what now"]
 
@@ -41,3 +49,25 @@ def test_the_sweep_spans_the_grid_and_ends_without_pruning() -> None:
     )
     assert "## Pruning (DS2 §7.3: cumulative probability 0.99, at most 40 symbols)\n" in lines
     assert sum(line.startswith(("| 0.99 ", "| 1.0 ")) for line in lines) == 6
+
+
+def test_with_a_blank_penalty_the_peers_decode_the_posteriors_our_search_sees(
+    tmp_path: Path,
+) -> None:
+    write_arpa(tmp_path / "word.arpa", WORDS, WORD_BIGRAMS)
+    (tmp_path / "unigrams.txt").write_text("a\nb\nab\nba\n")
+    search = {"beam_width": 8, "alpha": 0.0, "beta": 0.0}
+    doc = {"lm": "word.arpa", "unigrams": "unigrams.txt", "config": search}
+    (tmp_path / "decoder.json").write_text(json.dumps(doc))
+    # "a", then a frame where the blank (0.5) narrowly out-scores "b" (0.45): without the
+    # penalty every search reads "a"; with it, "ab"
+    frames = np.log(np.array([[0.03, 0.03, 0.9, 0.04], [0.5, 0.025, 0.025, 0.45]]))
+    log_probs = [frames.astype(np.float32)]
+    raw = compare(log_probs, ["ab"], BeamSearchDecoder(TINY, DecoderConfig(**search)), tmp_path)
+    assert raw["harken"]["wer"] == raw["pyctcdecode"]["wer"] == raw["flashlight"]["wer"] == 1.0
+    doc["config"] = search | {"blank_penalty": 1.0}
+    (tmp_path / "decoder.json").write_text(json.dumps(doc))
+    out = run_bench(log_probs, ["ab"], tmp_path, TINY, 0.02, {"kind": "test"})
+    assert out["harken"]["wer"] == out["pyctcdecode"]["wer"] == out["flashlight"]["wer"] == 0.0
+    assert out["greedy"]["wer"] == 1.0  # the network's own best path, unpenalised
+    assert "blank penalty 1.0 (pyctcdecode and flashlight-text decode the same" in markdown(out)
