@@ -56,16 +56,17 @@ def test_with_a_blank_penalty_the_peers_decode_the_posteriors_our_search_sees(
 ) -> None:
     write_arpa(tmp_path / "word.arpa", WORDS, WORD_BIGRAMS)
     (tmp_path / "unigrams.txt").write_text("a\nb\nab\nba\n")
-    search = {"beam_width": 8, "alpha": 0.0, "beta": 0.0}
-    doc = {"lm": "word.arpa", "unigrams": "unigrams.txt", "config": search}
+    search = DecoderConfig(beam_width=8, alpha=0.0, beta=0.0)
+    config = {"beam_width": 8, "alpha": 0.0, "beta": 0.0}
+    doc: dict[str, object] = {"lm": "word.arpa", "unigrams": "unigrams.txt", "config": config}
     (tmp_path / "decoder.json").write_text(json.dumps(doc))
     # "a", then a frame where the blank (0.5) narrowly out-scores "b" (0.45): without the
     # penalty every search reads "a"; with it, "ab"
     frames = np.log(np.array([[0.03, 0.03, 0.9, 0.04], [0.5, 0.025, 0.025, 0.45]]))
     log_probs = [frames.astype(np.float32)]
-    raw = compare(log_probs, ["ab"], BeamSearchDecoder(TINY, DecoderConfig(**search)), tmp_path)
+    raw = compare(log_probs, ["ab"], BeamSearchDecoder(TINY, search), tmp_path)
     assert raw["harken"]["wer"] == raw["pyctcdecode"]["wer"] == raw["flashlight"]["wer"] == 1.0
-    doc["config"] = search | {"blank_penalty": 1.0}
+    doc["config"] = config | {"blank_penalty": 1.0}
     (tmp_path / "decoder.json").write_text(json.dumps(doc))
     out = run_bench(log_probs, ["ab"], tmp_path, TINY, 0.02, {"kind": "test"})
     assert out["harken"]["wer"] == out["pyctcdecode"]["wer"] == out["flashlight"]["wer"] == 0.0
