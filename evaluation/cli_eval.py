@@ -304,7 +304,8 @@ def main(args: argparse.Namespace) -> int:
     if args.beam:
         if not (args.bundle / DECODER_JSON).is_file():
             print(f"note: {args.bundle} has no {DECODER_JSON}: beam search without an LM")
-        decoders["beam"] = build_decoder(args.bundle, model.config, "beam", args.beam_width)
+        search = {"beam_width": args.beam_width} if args.beam_width > 0 else {}
+        decoders["beam"] = build_decoder(args.bundle, model.config, "beam", search)
     try:
         report = evaluate(model, utts, decoders, args)
     except PeerUnavailable as e:

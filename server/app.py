@@ -49,11 +49,13 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         metrics.track_active(lambda: slots.in_use, engine.model_states, engine.step_shapes)
         app.state.resources = Resources(config, engine, slots, metrics)
         log.info(
-            "harken ready: %s on %s/%s, %s dispatch",
+            "harken ready: %s on %s/%s, %s dispatch, %s decoder%s",
             config.bundle,
             config.device,
             config.dtype,
             config.policy,
+            config.decoder,
+            f" (the bundle's search with {config.search})" if config.search else "",
         )
         trimmer = (
             asyncio.get_running_loop().create_task(trim_every(config.malloc_trim_s))

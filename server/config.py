@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -62,6 +63,11 @@ class ServerConfig:
     # how far below the best a beam may score and stay (0 keeps decoder.json's): lower is
     # faster and loses words (models/results/beam.md: 10 against the default's 12.5)
     beam_threshold: float = 0.0
+    # taken off every frame's blank log-prob before the search (decoder.json's blank_penalty;
+    # the default's 0.75 keeps characters the network gives unsure frames to the blank on
+    # unheard voices, models/results/blank.md): higher keeps more, and inserts more. Negative
+    # keeps the bundle's; 0 turns it off
+    blank_penalty: float = -1.0
     max_upload_mb: float = 25.0  # REST upload limit (OpenAI's is 25 MB); larger gets 413
     max_stream_s: float = 600.0  # longest audio one stream or file may carry, in seconds
     idle_timeout_s: float = 30.0  # a WebSocket silent this long is closed
@@ -83,6 +89,10 @@ class ServerConfig:
         _check(self.decoder in DECODERS, f"decoder must be one of {DECODERS}, got {self.decoder!r}")
         _check(self.beam_size >= 0, f"beam_size must be >= 0, got {self.beam_size}")
         _check(self.beam_threshold >= 0, f"beam_threshold must be >= 0, got {self.beam_threshold}")
+        _check(
+            math.isfinite(self.blank_penalty),
+            f"blank_penalty must be a number, got {self.blank_penalty}",
+        )
         for name in ("max_batch", "max_streams", "decoder_workers"):
             _check(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         _check(
@@ -108,6 +118,19 @@ class ServerConfig:
     @property
     def dispatch(self) -> DispatchConfig:
         return DispatchConfig(self.policy, self.max_batch, self.max_delay_ms / 1000)  # type: ignore[arg-type]
+
+    @property
+    def search(self) -> dict[str, float]:
+        """The beam search settings these flags replace in the bundle's decoder.json, by their
+        `DecoderConfig` names (empty: the bundle's own)."""
+        search: dict[str, float] = {}
+        if self.beam_size > 0:
+            search["beam_width"] = self.beam_size
+        if self.beam_threshold > 0:
+            search["score_threshold"] = self.beam_threshold
+        if self.blank_penalty >= 0:
+            search["blank_penalty"] = self.blank_penalty
+        return search
 
     @property
     def max_upload_bytes(self) -> int:

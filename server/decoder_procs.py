@@ -20,7 +20,7 @@ import logging
 import multiprocessing
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -40,11 +40,11 @@ class DecoderProcessError(RuntimeError):
 
 
 def _serve(
-    conn: Connection, bundle: str, model: dict[str, Any], kind: str, beam: int, threshold: float
+    conn: Connection, bundle: str, model: dict[str, Any], kind: str, search: dict[str, float]
 ) -> None:
     """The child's loop: one decoder, its streams by id, one request at a time."""
     try:
-        decoder = build_decoder(bundle, ModelConfig.from_dict(model), kind, beam, threshold)
+        decoder = build_decoder(bundle, ModelConfig.from_dict(model), kind, search)
     except Exception as e:  # a bad bundle: the parent raises this as the start-up error
         conn.send((False, f"{type(e).__name__}: {e}"))
         return
@@ -94,14 +94,14 @@ class _Child:
     and must never wait for the lock while another stream's decoder call is in flight."""
 
     def __init__(
-        self, bundle: str, model: ModelConfig, kind: str, beam: int, threshold: float = 0.0
+        self, bundle: str, model: ModelConfig, kind: str, search: Mapping[str, float]
     ) -> None:
-        self.spec = (bundle, model, kind, beam, threshold)  # what a replacement is built from
+        self.spec = (bundle, model, kind, search)  # what a replacement is built from
         ctx = multiprocessing.get_context("spawn")  # never fork a process running threads
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(
             target=_serve,
-            args=(child, bundle, model.to_dict(), kind, beam, threshold),
+            args=(child, bundle, model.to_dict(), kind, dict(search)),
             daemon=True,
         )
         self._proc.start()
@@ -246,13 +246,12 @@ def start_processes(
     bundle: str | Path,
     model: ModelConfig,
     kind: str,
-    beam: int,
     count: int,
-    threshold: float = 0.0,
+    search: Mapping[str, float] | None = None,
 ) -> list[DecoderProcess]:
     """`count` decoder processes, started together (each loads the LM) and ready; if one
-    fails, all are stopped and its reason raised."""
-    children = [_Child(str(bundle), model, kind, beam, threshold) for _ in range(count)]
+    fails, all are stopped and its reason raised. `search`: as `build_decoder`'s."""
+    children = [_Child(str(bundle), model, kind, search or {}) for _ in range(count)]
     try:
         for child in children:
             child.wait_ready()

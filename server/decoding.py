@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -93,24 +94,25 @@ def build_decoder(
     bundle: str | Path,
     model: ModelConfig,
     kind: str = "beam",
-    beam_width: int = 0,
-    score_threshold: float = 0.0,
+    search: Mapping[str, float] | None = None,
 ) -> Decoder:
     """The decoder for a bundle: greedy, or the beam search with the bundle's LM and tuned
-    settings when it has a decoder.json (without one, the search runs with no LM).
-    `beam_width` and `score_threshold` > 0 override the bundle's."""
+    settings when it has a decoder.json (without one, the search runs with no LM). `search`
+    replaces some of those settings by their `DecoderConfig` names (the serve flags':
+    `ServerConfig.search`); an unknown name is refused."""
     if kind == "greedy":
         return GreedyDecoder(model.alphabet, model.frame_seconds)
     if kind != "beam":
         raise ValueError(f"decoder must be 'beam' or 'greedy', got {kind!r}")
     alphabet = Alphabet.from_list(model.alphabet)
-    overrides: dict[str, Any] = {"beam_width": beam_width} if beam_width > 0 else {}
-    if score_threshold > 0:
-        overrides["score_threshold"] = score_threshold
+    overrides: dict[str, Any] = dict(search or {})
+    unknown = set(overrides) - {f.name for f in dataclasses.fields(DecoderConfig)}
+    if unknown:
+        raise ValueError(f"unknown search settings {sorted(unknown)}")
     if (Path(bundle) / DECODER_JSON).is_file():
         return load_decoder(Path(bundle), alphabet, model.frame_seconds, **overrides)
     return BeamSearchDecoder(
-        alphabet, DecoderConfig(frame_seconds=model.frame_seconds, **overrides)
+        alphabet, DecoderConfig(**{"frame_seconds": model.frame_seconds, **overrides})
     )
 
 

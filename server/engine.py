@@ -66,15 +66,12 @@ async def running_engine(
                 config.bundle,
                 model,
                 config.decoder,
-                config.beam_size,
                 config.decoder_workers,
-                config.beam_threshold,
+                config.search,
             )
             decoders: list[Decoder] = list(processes)
         else:
-            shared = build_decoder(
-                config.bundle, model, config.decoder, config.beam_size, config.beam_threshold
-            )
+            shared = build_decoder(config.bundle, model, config.decoder, config.search)
             decoders = [shared] * config.decoder_workers
         pool = DecoderPool(decoders)
         dispatcher.start()

@@ -250,12 +250,17 @@ def test_bad_server_config_says_what_to_change(tmp_path: Path) -> None:
         ServerConfig(load_wait_ms=-1)
     with pytest.raises(ValueError, match="beam_threshold must be >= 0, got -2"):
         ServerConfig(beam_threshold=-2)
+    with pytest.raises(ValueError, match="blank_penalty must be a number, got nan"):
+        ServerConfig(blank_penalty=float("nan"))
     ServerConfig(chunk_ms=400)  # a load chunk below the live chunk just never applies
     parser = argparse.ArgumentParser()
     cli_serve.add_arguments(parser)
     with pytest.raises(ValueError, match="port must be a int, got 'eighty'"):
         from_args(parser.parse_args([]), {"HARKEN_PORT": "eighty"})
     assert from_args(parser.parse_args(["--port", "9000"]), {"HARKEN_PORT": "1"}).port == 9000
+    assert from_args(parser.parse_args([]), {}).search == {}  # the bundle's own search
+    penalty = from_args(parser.parse_args([]), {"HARKEN_BLANK_PENALTY": "0"})
+    assert penalty.search == {"blank_penalty": 0.0}  # 0 turns the bundle's penalty off
     off = from_args(parser.parse_args([]), {"HARKEN_SPEAKER_ADAPTATION": "False"})
     assert off.speaker_adaptation is False  # bool("False") would have been True
     with pytest.raises(ValueError, match="speaker_adaptation must be a bool, got 'maybe'"):

@@ -35,7 +35,7 @@ def _log_probs(seed: int, frames: int = 120) -> F32:
 
 @pytest.fixture(scope="module")
 def procs() -> Iterator[list[DecoderProcess]]:
-    processes = start_processes(DEFAULT_BUNDLE, MODEL, "beam", 0, 2)
+    processes = start_processes(DEFAULT_BUNDLE, MODEL, "beam", 2)
     yield processes
     for process in processes:
         process.close()
@@ -68,28 +68,40 @@ def test_streams_in_processes_decode_as_in_process(procs: list[DecoderProcess]) 
 
 
 def test_serve_time_search_overrides_reach_the_decoder_processes() -> None:
-    """`--beam-size` and `--beam-threshold` change the search in every decoder process: a
-    narrow, tight search there decodes exactly as the same search in process, and reads some
-    of these utterances differently from the bundle's own setting."""
-    (narrow,) = start_processes(DEFAULT_BUNDLE, MODEL, "beam", 4, 1, threshold=1.0)
-    local, tuned = (
-        build_decoder(DEFAULT_BUNDLE, MODEL, "beam", 4, 1.0),
+    """`--beam-size`, `--beam-threshold` and `--blank-penalty` change the search in every
+    decoder process: a narrow, tight search with a large blank penalty there decodes exactly
+    as the same search in process, and reads some of these utterances differently from the
+    bundle's own setting, and from the same narrow search without the penalty."""
+    narrow_search = {"beam_width": 4, "score_threshold": 1.0}
+    search = ServerConfig(beam_size=4, beam_threshold=1.0, blank_penalty=3.0).search
+    assert search == narrow_search | {"blank_penalty": 3.0}
+    (narrow,) = start_processes(DEFAULT_BUNDLE, MODEL, "beam", 1, search)
+    local, unpenalised, tuned = (
+        build_decoder(DEFAULT_BUNDLE, MODEL, "beam", search),
+        build_decoder(DEFAULT_BUNDLE, MODEL, "beam", narrow_search | {"blank_penalty": 0.0}),
         build_decoder(DEFAULT_BUNDLE, MODEL),
     )
     try:
-        differs = False
+        from_tuned = from_unpenalised = False
         for seed in range(6):
             lp = _log_probs(seed)
             results: list[list[tuple[str, float]]] = []
-            for decoder in (narrow, local, tuned):
+            for decoder in (narrow, local, tuned, unpenalised):
                 stream = decoder.start()
                 stream.advance(lp)
                 results.append([(h.text, h.score) for h in stream.finalize()])
             assert results[0] == results[1]
-            differs |= results[1] != results[2]
-        assert differs, "a 4-wide search within 1 nat read every utterance as the tuned one"
+            from_tuned |= results[1] != results[2]
+            from_unpenalised |= results[1][0][0] != results[3][0][0]
+        assert from_tuned, "the overridden search read every utterance as the tuned one"
+        assert from_unpenalised, "a blank penalty of 3 changed no transcript"
     finally:
         narrow.close()
+
+
+def test_an_unknown_search_setting_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown search settings .'beam_size'."):
+        build_decoder(DEFAULT_BUNDLE, MODEL, "beam", {"beam_size": 4})
 
 
 def test_a_bad_call_fails_only_its_stream(procs: list[DecoderProcess]) -> None:
@@ -104,7 +116,7 @@ def test_a_bad_call_fails_only_its_stream(procs: list[DecoderProcess]) -> None:
 
 
 def test_a_dead_process_fails_its_streams_clearly() -> None:
-    (decoder,) = start_processes(DEFAULT_BUNDLE, MODEL, "greedy", 0, 1)
+    (decoder,) = start_processes(DEFAULT_BUNDLE, MODEL, "greedy", 1)
     try:
         stream = decoder.start()
         decoder._child._proc.kill()
@@ -118,7 +130,7 @@ def test_a_dead_process_fails_its_streams_clearly() -> None:
 def test_a_bundle_the_decoder_cannot_load_fails_at_start_with_its_reason(tmp_path: Path) -> None:
     (tmp_path / "decoder.json").write_text("{not json")
     with pytest.raises(DecoderProcessError, match="could not be built"):
-        start_processes(tmp_path, MODEL, "beam", 0, 2)
+        start_processes(tmp_path, MODEL, "beam", 2)
 
 
 def test_a_dropped_stream_never_blocks_and_is_freed(procs: list[DecoderProcess]) -> None:
