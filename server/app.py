@@ -55,7 +55,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             config.dtype,
             config.policy,
             config.decoder,
-            f" (the bundle's search with {config.search})" if config.search else "",
+            f" (the bundle's search with {config.search})"
+            if config.search and config.decoder == "beam"
+            else "",
         )
         trimmer = (
             asyncio.get_running_loop().create_task(trim_every(config.malloc_trim_s))
