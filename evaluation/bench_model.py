@@ -25,7 +25,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
 import time
 from collections.abc import Callable
@@ -39,6 +38,7 @@ from torch import Tensor
 from models import streaming
 from models.config import ModelConfig
 from models.ds2 import DS2
+from server.precision import cpu_description
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -482,7 +482,7 @@ def _meta(
     cuda = device.type == "cuda"
     return {
         "device": device.type,
-        "device_name": torch.cuda.get_device_name(device) if cuda else cpu_name(),
+        "device_name": torch.cuda.get_device_name(device) if cuda else cpu_description(),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "clock": "thread CPU time" if not cuda and torch.get_num_threads() == 1 else "wall clock",
@@ -494,16 +494,6 @@ def _meta(
         "remarks": args.remark,
         **rates,
     }
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return f"{line.split(':', 1)[1].strip()} ({os.cpu_count()} cores)"
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main(args: argparse.Namespace) -> int:

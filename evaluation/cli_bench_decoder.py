@@ -9,9 +9,9 @@ from pathlib import Path
 
 from decoder.alphabet import Alphabet
 from decoder.bench import markdown, run_bench, write_results
-from evaluation.bench_model import cpu_name
 from evaluation.model_outputs import manifest_log_probs
 from models import DEFAULT_BUNDLE
+from server.precision import cpu_description
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +34,7 @@ def main(args: argparse.Namespace) -> int:
         "manifest": str(args.manifest),
         "utterances": len(outputs.references),
         "audio_seconds": round(outputs.audio_seconds, 1),
-        "cpu": cpu_name(),  # ms/utt differ between the machines' CPU kinds
+        "cpu": cpu_description(),  # ms/utt differ between the machines' CPU kinds
     }
     results = run_bench(
         outputs.log_probs,

@@ -57,7 +57,7 @@ from models.config import ModelConfig
 from models.ds2 import DS2
 from server.dispatch import Work
 from server.engine import frames as chunk_frames
-from server.precision import BF16_FLAGS, cpu_flags, resolve_dtype
+from server.precision import BF16_FLAGS, cpu_description, cpu_flags, resolve_dtype
 from server.runner import Chunk, ModelRunner
 
 CPU = torch.device("cpu")
@@ -302,7 +302,7 @@ def _meta(
         "model": bench.describe(config),
         "config": dataclasses.replace(config, alphabet=()).to_dict(),
         "parameters": model.num_parameters(),
-        "cpu": bench.cpu_name(),
+        "cpu": cpu_description(),
         "cores": os.cpu_count() or 1,
         "cpu_flags": sorted(cpu_flags() & {"avx2", "avx512f", *BF16_FLAGS}),
         "torch": torch.__version__,

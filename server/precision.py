@@ -14,6 +14,8 @@ elsewhere.
 
 from __future__ import annotations
 
+import os
+import platform
 from pathlib import Path
 
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # Linux /proc/cpuinfo names of native bf16 units
@@ -41,6 +43,19 @@ def cpu_flags(cpuinfo: Path = CPUINFO) -> frozenset[str]:
 def cpu_vendor(cpuinfo: Path = CPUINFO) -> str:
     """ "GenuineIntel", "AuthenticAMD", ... ("" where /proc/cpuinfo is not readable)."""
     return _first("vendor_id", cpuinfo)
+
+
+def cpu_description(cpuinfo: Path = CPUINFO) -> str:
+    """The CPU as benchmark results name it: model name, family and model (a VM may call
+    every EPYC generation "AMD EPYC"), its native bf16 units and the cores this process may
+    use, e.g. "AMD EPYC (family 26 model 2; avx512_bf16; 2 cores)". Timings differ most
+    between CPU kinds, so each figure carries this."""
+    name = _first("model name", cpuinfo) or platform.processor() or platform.machine()
+    family, model = _first("cpu family", cpuinfo), _first("model", cpuinfo)
+    units = sorted(set(BF16_FLAGS) & cpu_flags(cpuinfo))
+    details = [f"family {family} model {model}"] if family and model else []
+    details += [", ".join(units) or "no bf16 units", f"{len(os.sched_getaffinity(0))} cores"]
+    return f"{name} ({'; '.join(details)})"
 
 
 def resolve_dtype(

@@ -4,13 +4,14 @@ the default model in bf16 still hears real words (whatever this machine's CPU)."
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
 
 from server.config import DEFAULT_BUNDLE, ServerConfig
 from server.engine import running_engine
-from server.precision import cpu_flags, cpu_vendor, resolve_dtype
+from server.precision import cpu_description, cpu_flags, cpu_vendor, resolve_dtype
 from server.session import transcribe
 from tests.server.serving import speak
 
@@ -53,6 +54,20 @@ def test_flags_are_read_from_cpuinfo(tmp_path: Path) -> None:
     assert cpu_vendor(info) == "GenuineIntel"
     assert cpu_flags(tmp_path / "missing") == frozenset()
     assert cpu_vendor(tmp_path / "missing") == ""
+
+
+def test_benchmarks_name_the_cpu_kind_not_just_its_brand(tmp_path: Path) -> None:
+    """A VM calls every EPYC generation "AMD EPYC": family, model and bf16 units tell them
+    apart, and a benchmark figure is only comparable within one kind."""
+    info = tmp_path / "cpuinfo"
+    info.write_text(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n"
+        "model name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512_bf16\n"
+    )
+    cores = len(os.sched_getaffinity(0))
+    assert cpu_description(info) == f"AMD EPYC (family 26 model 2; avx512_bf16; {cores} cores)"
+    info.write_text("processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: fpu avx2\n")
+    assert cpu_description(info) == f"Some CPU (no bf16 units; {cores} cores)"
 
 
 def test_the_default_model_in_bf16_hears_a_sentence() -> None:

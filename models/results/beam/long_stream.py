@@ -21,8 +21,8 @@ import torch
 import decoder.beam
 from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder
-from evaluation.bench_model import cpu_name
 from evaluation.model_outputs import manifest_log_probs
+from server.precision import cpu_description
 
 BUNDLE = Path("models/default")
 
@@ -60,7 +60,7 @@ def main(out: Path) -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
     doc = {
-        "cpu": cpu_name(),
+        "cpu": cpu_description(),
         "frames": len(lp),
         "audio_s": round(outputs.audio_seconds, 1),
         "rows": rows,

@@ -26,8 +26,8 @@ from decoder.beam import BeamSearchDecoder
 from decoder.loading import load_decoder
 from decoder.metrics import cer, wer
 from decoder.tune import tune
-from evaluation.bench_model import cpu_name
 from evaluation.model_outputs import ModelOutputs, manifest_log_probs
+from server.precision import cpu_description
 
 Changes = dict[str, float | int]
 
@@ -89,7 +89,7 @@ def main(out_path: Path, bundle: Path, rows_in: list[Changes], tuned_in: list[Ch
         print(json.dumps(row), flush=True)
     doc = {
         "bundle": str(bundle),
-        "cpu": cpu_name(),
+        "cpu": cpu_description(),
         "base": {k: getattr(base.config, k) for k in ("alpha", "beta", "beam_width")},
         "audio_s": {n: round(o.audio_seconds, 1) for n, o in outputs.items()},
         "rows": rows,

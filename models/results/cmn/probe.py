@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from decoder.alphabet import Alphabet
@@ -34,10 +35,14 @@ SETS = {"tts_dev": "data/corpus/dev.jsonl", "her_dev": "data/asterisk/dev.jsonl"
 BUNDLE = Path("models/default")
 
 
-def shifted(feats: np.ndarray, target: np.ndarray, lam: float) -> np.ndarray:
+F32 = npt.NDArray[np.float32]
+
+
+def shifted(feats: F32, target: F32, lam: float) -> F32:
     energy = feats.mean(axis=1)
     loud = feats[energy >= np.quantile(energy, 0.3)]
-    return feats - lam * (loud.mean(axis=0) - target)
+    out: F32 = (feats - lam * (loud.mean(axis=0) - target)).astype(np.float32)
+    return out
 
 
 def main(out_path: Path, lambdas: list[float]) -> None:
@@ -55,9 +60,9 @@ def main(out_path: Path, lambdas: list[float]) -> None:
                 greedy, beam = [], []
                 with torch.inference_mode():
                     for f in feats:
-                        x = torch.from_numpy(shifted(f, target, lam).astype(np.float32))[None]
-                        lp, n = adapted_forward(model, x, torch.tensor([x.shape[1]]))
-                        lp = lp[0, : int(n[0])].float().numpy()
+                        x = torch.from_numpy(shifted(f, target, lam))[None]
+                        y, n = adapted_forward(model, x, torch.tensor([x.shape[1]]))
+                        lp = y[0, : int(n[0])].float().numpy()
                         best = lp.argmax(axis=1)
                         keep = (best != 0) & np.concatenate([[True], best[1:] != best[:-1]])
                         greedy.append(" ".join(alphabet.decode(best[keep]).split()))

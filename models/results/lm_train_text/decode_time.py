@@ -17,8 +17,8 @@ import torch
 
 from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder
-from evaluation.bench_model import cpu_name
 from models.results.rescore.nbest import load_outputs
+from server.precision import cpu_description
 
 
 def main(work: Path, dirs: list[str], rounds: int) -> None:
@@ -29,7 +29,7 @@ def main(work: Path, dirs: list[str], rounds: int) -> None:
     seconds = sum(o.audio_seconds for o in outs)
     for d in decoders.values():
         d.decode(outs[0].log_probs[0])  # compile and warm before timing
-    print(json.dumps({"cpu": cpu_name(), "audio_s": round(seconds, 1)}))
+    print(json.dumps({"cpu": cpu_description(), "audio_s": round(seconds, 1)}))
     for r in range(rounds):
         row: dict[str, float | int] = {"round": r}
         for name, decoder in decoders.items():
