@@ -23,6 +23,7 @@ import numpy.typing as npt
 import torch
 
 from decoder.alphabet import Alphabet
+from decoder.bench import greedy as greedy_text
 from decoder.loading import load_decoder
 from decoder.metrics import cer, wer
 from models.bundle import load_bundle
@@ -51,6 +52,7 @@ def main(out_path: Path, lambdas: list[float]) -> None:
     target = model.feat_mean.numpy()
     alphabet = Alphabet.from_list(model.config.alphabet)
     decoder = load_decoder(BUNDLE, alphabet, model.config.frame_seconds)
+    read_greedy = greedy_text(alphabet)
     with open(out_path, "w") as out:
         for name, manifest in SETS.items():
             utts = read_manifest(manifest)
@@ -63,9 +65,7 @@ def main(out_path: Path, lambdas: list[float]) -> None:
                         x = torch.from_numpy(shifted(f, target, lam))[None]
                         y, n = adapted_forward(model, x, torch.tensor([x.shape[1]]))
                         lp = y[0, : int(n[0])].float().numpy()
-                        best = lp.argmax(axis=1)
-                        keep = (best != 0) & np.concatenate([[True], best[1:] != best[:-1]])
-                        greedy.append(" ".join(alphabet.decode(best[keep]).split()))
+                        greedy.append(read_greedy(lp))
                         beam.append(decoder.decode(lp)[0].text)
                 row = {
                     "set": name,

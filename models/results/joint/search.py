@@ -16,7 +16,6 @@ beta in [0, 3.5] (tune-lm's ranges in make_default.sh) and penalty in [0, 2] (it
 from __future__ import annotations
 
 import json
-import pickle
 import sys
 from pathlib import Path
 
@@ -26,19 +25,9 @@ import torch
 from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder
 from decoder.metrics import wer
-from evaluation.model_outputs import manifest_log_probs
-from models.results.rescore.nbest import SETS, load_outputs
+from models.results.rescore.nbest import BUNDLE, cache_outputs, load_outputs
 
-BUNDLE = Path("models/default")
 TRIALS = 120
-
-
-def cache(work: Path) -> None:
-    torch.set_num_threads(2)
-    work.mkdir(parents=True, exist_ok=True)
-    for name, manifest in SETS.items():
-        with open(work / f"{name}.pkl", "wb") as f:
-            pickle.dump(manifest_log_probs(BUNDLE, Path(manifest)), f)
 
 
 def points(alpha: float, beta: float, penalty: float) -> list[tuple[float, float, float]]:
@@ -78,6 +67,7 @@ def trials(work: Path, part: int, parts: int) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "cache":
-        cache(Path(sys.argv[2]))
+        torch.set_num_threads(2)
+        cache_outputs(Path(sys.argv[2]))
     else:
         trials(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))

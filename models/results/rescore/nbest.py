@@ -35,13 +35,21 @@ def load_outputs(work: Path) -> dict[str, ModelOutputs]:
     return outputs
 
 
+def cache_outputs(work: Path) -> dict[str, ModelOutputs]:
+    """Run BUNDLE's network over each set once and pickle its outputs into WORK, where
+    `load_outputs` finds them."""
+    work.mkdir(parents=True, exist_ok=True)
+    outputs = {}
+    for name, manifest in SETS.items():
+        outputs[name] = manifest_log_probs(BUNDLE, Path(manifest))
+        with open(work / f"{name}.pkl", "wb") as f:
+            pickle.dump(outputs[name], f)
+    return outputs
+
+
 def main(work: Path) -> None:
     torch.set_num_threads(1)
-    work.mkdir(parents=True, exist_ok=True)
-    for name, manifest in SETS.items():
-        out = manifest_log_probs(BUNDLE, Path(manifest))
-        with open(work / f"{name}.pkl", "wb") as f:
-            pickle.dump(out, f)
+    for name, out in cache_outputs(work).items():
         alphabet = Alphabet.from_list(out.config.alphabet)
         base = load_decoder(BUNDLE, alphabet, out.config.frame_seconds)
         words = sum(len(r.split()) for r in out.references)
