@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # How models/default was made: the corpus, the training run, the LM, tuning, evaluation and
 # the card. Each step is the public command a user would run; long steps resume.
+#   bash scripts/make_default.sh data     # every corpus below that the campaign reads, in order
 #   bash scripts/make_default.sh corpus   # ~6 min on 2 cores
 #   bash scripts/make_default.sh train    # the time budget below, in the background is wise
 #   bash scripts/make_default.sh finetune # continue from models/default with the current
@@ -120,7 +121,7 @@ cpu_stage() {
   shift 5
   $H train --train "$@" --dev data/corpus/dev.jsonl --out "${OUT:-$out}" \
     --init-from "${INIT:-$init}" --model-config "${CONFIG:-scripts/net_mel_3x512.json}" --device cpu \
-    --precision bf16 --batch-size 16 --lr "${LR:-$lr}" --warmup-steps 100 --epochs 1000 \
+    --precision bf16 --batch-size "${BATCH:-16}" --lr "${LR:-$lr}" --warmup-steps 100 --epochs 1000 \
     --time-budget-s "${BUDGET_S:-$budget}" --workers 1 --checkpoint-every 200 --dev-every 500 \
     --strategy alternated --sortagrad false --ema-decay 0.998 --threads "${THREADS:-$threads}" \
     --augment-preset "${AUGMENT:-full}" ${EXPORT_ONLY:+--export-only true --export "$EXPORT_ONLY"}
@@ -176,6 +177,19 @@ gcide_quotations() {
 }
 
 case "${1:-}" in
+  data)
+    # every corpus the current campaign reads, on a fresh machine, in the order their
+    # exclusions need (each step resumes; a finished one is quick to re-run): the held-out
+    # dev/test voices, her prompts, the plans, the new text, then Kokoro's voices (`people`;
+    # data/kokoro is not read by the campaign, only by `evaluate`'s card)
+    "$0" corpus
+    $H prepare asterisk --out data/asterisk
+    for step in plans text2 text4 text5 text6 text7 text; do "$0" "$step"; done
+    $H lm-text --wordnet --out data/lm/wordnet.txt --held-out data/corpus/{dev,test}.jsonl \
+      data/asterisk/{dev,test}.jsonl
+    "$0" text3
+    "$0" people
+    ;;
   corpus)
     # the engines models/default learnt from (kokoro's voices come in `people`, data/kokoro)
     $H synth --out data/corpus --workers "$(nproc)" \
@@ -316,7 +330,7 @@ case "${1:-}" in
       extra+=(--init-from "${INIT:-runs/gpu3/bundle}")
     $H train --train data/corpus/train.jsonl data/kokoro/train.jsonl data/asterisk/train.jsonl*8 \
       --dev data/corpus/dev.jsonl --out "${OUT:-runs/$1}" --model-config $net \
-      --device cpu --precision bf16 --batch-size 16 --lr "${LR:-$lr}" --warmup-steps $warmup \
+      --device cpu --precision bf16 --batch-size "${BATCH:-16}" --lr "${LR:-$lr}" --warmup-steps $warmup \
       --epochs 1000 --time-budget-s "${BUDGET_S:-$budget}" --workers 1 --checkpoint-every 200 \
       --dev-every $dev_every --strategy alternated --ema-decay 0.998 --threads "${THREADS:-0}" \
       "${extra[@]}"
@@ -613,6 +627,6 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
       --lm-text "her train prompts, counted 30 times=data/lm/her_train.report.json"
     ;;
   *)
-    echo "usage: $0 corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 data|corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac
