@@ -112,6 +112,7 @@ class Progress:
     audio_seconds: float = 0.0
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     best_dev_cer: float | None = None  # the lowest dev greedy CER scored so far in this run
+    skipped_steps: int = 0  # batches whose loss or gradient was not finite: never applied
 
 
 def ema_rate(decay: float, step: int) -> float:
@@ -381,6 +382,7 @@ class Trainer:
             g["lr"] = learning_rate(
                 self.cfg, self.progress.step, self.total_steps, self.progress.train_seconds
             )
+        statistics = [b.clone() for b in self.model.buffers()]  # BatchNorm's, kept for _skip
         with self._autocast():
             outputs = self.ddp(batch.feats.to(dev, non_blocking=True), batch.feat_lengths.to(dev))
         log_probs, out_lens = outputs[0], outputs[1]
@@ -406,11 +408,39 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()  # type: ignore[no-untyped-call]
         self.scaler.unscale_(self.optimizer)
-        torch.nn.utils.clip_grad_norm_(self._trained(), self.cfg.grad_clip)
+        norm = torch.nn.utils.clip_grad_norm_(self._trained(), self.cfg.grad_clip)
+        if not (self.scaler.is_enabled() or torch.isfinite(norm)):  # fp16's scaler skips these
+            self._skip(batch, losses, statistics)
+            return float(losses.detach().mean())
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self._update_average()
         return float(losses.detach().mean())
+
+    def _skip(self, batch: Batch, losses: torch.Tensor, statistics: list[torch.Tensor]) -> None:
+        """Leave the weights, and the BatchNorm statistics its forward pass moved, as they
+        were before a batch whose loss or gradient is not finite; log which utterances it held.
+
+        Why: one such step through Adam turns every weight into NaN, and the run goes on
+        training and checkpointing NaN until its budget ends (a bf16 CPU run did, 2026-11-28).
+        Every rank sees the same all-reduced norm, so all skip together."""
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            for live, kept in zip(self.model.buffers(), statistics, strict=True):
+                live.copy_(kept)
+        self.progress.skipped_steps += 1
+        bad = ~torch.isfinite(losses.detach().cpu())
+        suspects = batch.indices[bad] if bad.any() else batch.indices  # else: the backward's
+        audio = [str(self.train_set.utterances[int(i)].audio) for i in suspects]
+        self._log(
+            {
+                "step": self.progress.step + 1,
+                "skipped": "non-finite loss" if bad.any() else "non-finite gradient",
+                "audio": audio,
+            }
+        )
+        if self.dist.main:
+            tqdm.write(f"step {self.progress.step + 1}: skipped, not finite: {audio[:4]}")
 
     @torch.no_grad()
     def _update_average(self) -> None:

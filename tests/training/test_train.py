@@ -119,6 +119,39 @@ def test_a_few_steps_lower_the_loss(tmp_path: Path) -> None:
     assert np.mean(losses[6:]) < np.mean(losses[:6]), losses
 
 
+class Overflowing(Recording):
+    """Step `bad_step` (1-based) overflows: its features become infinite, as a bf16 forward
+    pass that overflows would make them."""
+
+    bad_step = 3
+
+    def train_step(self, batch: Batch) -> float:
+        if self.progress.step + 1 == self.bad_step:
+            batch = batch._replace(feats=batch.feats * float("inf"))
+        return super().train_step(batch)
+
+
+def test_a_step_that_is_not_finite_is_skipped_and_named(tmp_path: Path) -> None:
+    """One step with a non-finite loss must not reach the weights, the BatchNorm statistics
+    or their average: through Adam it would make every weight NaN for the rest of the run."""
+    utts = make_corpus(tmp_path, 4)
+    cfg = train_config(epochs=100, max_steps=8, augment=False, checkpoint_every=100)
+    trainer = Overflowing(MODEL, cfg, BatchConfig(batch_size=2), utts, [], tmp_path / "run")
+    start = parameters(trainer)
+    progress = trainer.fit()
+    assert progress.step == 8 and progress.skipped_steps == 1
+    assert np.isnan(trainer.losses[2]) and np.isfinite(np.delete(trainer.losses, 2)).all()
+    after = parameters(trainer)
+    assert all(torch.isfinite(v).all() for v in after.values() if v.is_floating_point())
+    assert any(not torch.equal(start[k], after[k]) for k in start)  # the other steps trained
+    assert all(torch.isfinite(v).all() for v in trainer.final_model.state_dict().values())
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    skips = [r for r in log if "skipped" in r]
+    assert len(skips) == 1 and skips[0]["step"] == 3
+    assert skips[0]["skipped"] == "non-finite loss" and len(skips[0]["audio"]) == 2
+    assert set(skips[0]["audio"]) <= {str(u.audio) for u in utts}
+
+
 class PausedOnce(Trainer):
     """Stops itself with SIGTSTP before step 3, as `kill -TSTP` would; a helper process sends
     SIGCONT `pause_s` later."""
