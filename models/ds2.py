@@ -160,11 +160,26 @@ class ConvLayer(nn.Module):
 
     def compute(self, x: Tensor, out_mask: Tensor | None) -> Tensor:
         """Convolve an already time-padded map ([B, C, F, T] or [B, C, T]); zero invalid steps."""
-        y: Tensor = self.conv(x)
+        y: Tensor = self._convolve(x)
         if isinstance(self.bn, SequenceBatchNorm):
             y = self.bn(y, out_mask, channel_dim=1)
         y = clipped_relu(y, self.clip)
         return y if out_mask is None else y * expand_mask(out_mask, y, time_last=True)
+
+    def _convolve(self, x: Tensor) -> Tensor:
+        """The convolution, widened to two output steps where a strided 2-D one would make a
+        single step in bf16 on the CPU, then cut back.
+
+        Why: on an Intel Xeon with AMX (family 6 model 207, torch 2.13) that case comes out
+        wrong, different from call to call and sometimes NaN (oneDNN's kernel; 1-D and wider
+        outputs are exact), and a stream stepped one output frame at a time hits it at every
+        step. The extra zero columns on the right change no earlier output."""
+        s = self.geom.stride
+        one_step = 0 <= x.shape[-1] - self.geom.kernel < s
+        if not (self.is2d and s > 1 and one_step and x.dtype == torch.bfloat16 and not x.is_cuda):
+            return self.conv(x)  # type: ignore[no-any-return]
+        wide = torch.nn.functional.pad(x, (0, s))
+        return self.conv(wide)[..., :1]  # type: ignore[no-any-return]
 
     def out_features(self, in_bins: int) -> int:
         """Frequency bins after this layer (2D only)."""
