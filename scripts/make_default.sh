@@ -139,10 +139,18 @@ light_stage() {
   AUGMENT=light cpu_stage "runs/$name" "runs/${name}_init" "$lr" 5000 2 "$@"
 }
 
+# the held-out transcripts: no LM text or new corpus may speak them
+HELD_OUT=(data/corpus/{dev,test}.jsonl data/asterisk/{dev,test}.jsonl)
+
 # what a corpus of new text (text3, text4) must not speak: every earlier corpus's sentences
 # (their plans or manifests) and the held-out transcripts
 NEW_TEXT_EXCLUDE=(data/plans/{corpus,kokoro,probe,corpus2}.txt data/corpus3/{train,dev,test}.jsonl
-  data/corpus/{dev,test}.jsonl data/asterisk/{dev,test}.jsonl)
+  "${HELD_OUT[@]}")
+
+# WordNet's glosses as LM text (`lm`) and as the sentences of corpus4 (`text3`)
+wordnet_text() {
+  $H lm-text --wordnet --out data/lm/wordnet.txt --held-out "${HELD_OUT[@]}"
+}
 
 # the sentences of one of Debian's dictd dictionaries (dict-NAME, unpacked into data/NAME
 # without installing dictd) into data/NAME/NAME.txt: paragraphs split by lm-text with the
@@ -157,7 +165,7 @@ dict_sentences() {
   dpkg -x "$dir/deb/dict-${name}"_*.deb "$dir/root"
   zcat "$dir/root/usr/share/dictd/$name.dict.dz" | $pick >"$dir/$name.raw"
   $H lm-text --text "$dir/$name.raw" --wrapped --out "$dir/$name.lm.txt" \
-    --held-out data/corpus/{dev,test}.jsonl data/asterisk/{dev,test}.jsonl
+    --held-out "${HELD_OUT[@]}"
   awk -v drop="$drop" '{ short = 0; for (i = 1; i <= NF; i++) if (length($i) == 1) short++ }
     NF >= 4 && 2 * short < NF && $NF !~ drop' "$dir/$name.lm.txt" >"$dir/$name.txt"
 }
@@ -187,8 +195,7 @@ case "${1:-}" in
     "$0" corpus
     $H prepare asterisk --out data/asterisk
     for step in plans text2 text4 text5 text6 text7 text; do "$0" "$step"; done
-    $H lm-text --wordnet --out data/lm/wordnet.txt --held-out data/corpus/{dev,test}.jsonl \
-      data/asterisk/{dev,test}.jsonl
+    wordnet_text
     "$0" text3
     "$0" people
     ;;
@@ -568,9 +575,7 @@ case "${1:-}" in
     # prompts' transcripts counted 30 times (models/results/lm_train_text.md); text sharing six
     # words with a held-out transcript is left out. B's search settings stay; `evaluate`
     # then re-tunes its weight
-    HELD_OUT=(data/corpus/dev.jsonl data/corpus/test.jsonl data/asterisk/dev.jsonl
-      data/asterisk/test.jsonl)
-    $H lm-text --wordnet --out data/lm/wordnet.txt --held-out "${HELD_OUT[@]}"
+    wordnet_text
     transcripts() { for m in "$@"; do .venv/bin/python -c 'import json, sys
 for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
     transcripts data/corpus{5,6,7,8}/train.jsonl >data/lm/corpora.raw
