@@ -38,6 +38,7 @@ from loadtest.client import MAX_CHUNK_MS, MIN_CHUNK_MS, ClientConfig, Utterance
 from loadtest.compare import POLICIES, compare, parse_bounds
 from loadtest.report import write_report
 from loadtest.sweep import LoadConfig, sweep
+from server.precision import cpu_description
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -175,14 +176,6 @@ def _meta(
 
 def machine() -> dict[str, Any]:
     """The load generator's host (the server's too, when it runs on the same one)."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     memory = None
     try:
         kb = int(Path("/proc/meminfo").read_text().split()[1])
@@ -190,7 +183,7 @@ def machine() -> dict[str, Any]:
     except (OSError, ValueError, IndexError):
         pass
     return {
-        "cpu": cpu,
+        "cpu": cpu_description(),
         "cores": os.cpu_count(),
         "memory": memory,
         "os": platform.platform(),

@@ -87,6 +87,8 @@
 #                                         # too (runs/light8; resumes)
 #   bash scripts/make_default.sh her      # her prompts a fifth of each epoch, a short low-rate stage
 #                                         # from models/default (runs/her; resumes)
+#   bash scripts/make_default.sh her2     # the same from her's result, longer, with corpus3's
+#                                         # sentences beside (runs/her2; resumes)
 #   bash scripts/make_default.sh wide768  # models/default grown to 3 x GRU 768, on every
 #                                         # corpus, 8 h across sessions (runs/wide768; resumes)
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate` (RUN=runs/real1
@@ -520,6 +522,13 @@ case "${1:-}" in
     # much of her dev a short stage buys, and what it costs the held-out TTS voices
     # (models/results/her.md). Resumes like light7
     light_stage her "${LR:-5e-5}" data/corpus/train.jsonl "data/asterisk/train.jsonl*${HER:-9}"
+    ;;
+  her2)
+    # her's recipe from its result (models/default since the twenty-fourth session), longer and
+    # on corpus3's sentences too: her prompts x14 stay a fifth of the utterances
+    # (models/results/her2.md). Resumes like light7
+    light_stage her2 "${LR:-5e-5}" data/corpus/train.jsonl data/corpus3/train.jsonl \
+      "data/asterisk/train.jsonl*${HER:-14}"
     ;;
   light6soup)
     # models/default since the nineteenth session: light6's candidate (after `finish` with

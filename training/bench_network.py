@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ import torch
 
 from models.config import FeatureConfig, ModelConfig
 from models.manifest import Utterance, read_manifest
+from server.precision import cpu_description
 from training.batching import BatchConfig
 from training.bench_batching import budgeted_run, save_report, subset
 
@@ -103,18 +103,6 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def cpu_name() -> str:
-    """The CPU model and its bf16 units: throughput differs most between CPU kinds."""
-    info = Path("/proc/cpuinfo")
-    text = info.read_text() if info.exists() else ""
-    name = next(
-        (ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")),
-        platform.processor() or platform.machine(),
-    )
-    units = sorted({f for f in text.split() if f in ("amx_bf16", "avx512_bf16")})
-    return f"{name} ({', '.join(units) or 'no bf16 units'})"
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--train", required=True)
@@ -140,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append(run_variant(name, train, dev, args))
         print(json.dumps({k: v for k, v in results[-1].items() if k != "config"}), flush=True)
     meta = {
-        "cpu": cpu_name(),
+        "cpu": cpu_description(),  # throughput differs most between CPU kinds
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "precision": args.precision,
