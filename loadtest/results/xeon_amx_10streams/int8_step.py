@@ -1,26 +1,16 @@
 """A lead for the small-step cost (README.md here): torch's dynamically quantized int8 GRU and
 Linear (fbgemm, weights prepacked once) against fp32 and bf16 at the shapes of one stream's
 160 ms step (5 frames, 512 hidden), one thread. Only the kernels: the model's accuracy in
-int8 is not measured. Usage: python int8_step.py"""
+int8 is not measured. Usage (repository root): python loadtest/results/xeon_amx_10streams/int8_step.py"""
 
 from __future__ import annotations
 
-import time
 import warnings
-from collections.abc import Callable
 from functools import partial
 
 import torch
 
-
-def ms_per_call(f: Callable[[], object], n: int = 300) -> float:
-    for _ in range(20):
-        f()
-    t = time.perf_counter()
-    for _ in range(n):
-        f()
-    return (time.perf_counter() - t) / n * 1e3
-
+from loadtest.results.xeon_amx_10streams.gru_step import ms_per_call
 
 if __name__ == "__main__":
     warnings.filterwarnings("ignore")
@@ -43,7 +33,7 @@ if __name__ == "__main__":
             for name, (fp32, int8, int8_ch, args) in rows.items():
                 t32 = ms_per_call(partial(fp32, *args))
                 t8 = ms_per_call(partial(int8, *args))
-                t8c = ms_per_call(partial(int8_ch, *args)) if int8_ch else float("nan")
+                t8c = f"{ms_per_call(partial(int8_ch, *args)):.3f}" if int8_ch else "-"
                 with torch.autocast("cpu", dtype=torch.bfloat16):
                     t16 = ms_per_call(partial(fp32, *args))
-                print(f"| {b} | {name} | {t32:.3f} | {t16:.3f} | {t8:.3f} | {t8c:.3f} |")
+                print(f"| {b} | {name} | {t32:.3f} | {t16:.3f} | {t8:.3f} | {t8c} |")
