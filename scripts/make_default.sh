@@ -96,6 +96,11 @@
 #                                         # and measures a candidate without touching models/)
 #   bash scripts/make_default.sh lm       # the LM: fortunes beside WordNet's glosses, into B
 #   bash scripts/make_default.sh evaluate # speaker-warp factors, alpha/beta, dev/test eval, CARD.md
+
+# The whole script is one { } block that ends in `exit`: bash parses it all before the first
+# command runs, so editing this file while a long step (hours of `data`) runs cannot change or
+# break the run (bash otherwise reads a script as it goes, from byte offsets that an edit moves)
+{
 set -euo pipefail
 cd "$(dirname "$0")/.."
 H=${H:-.venv/bin/harken}  # H=echo prints the commands instead of running them
@@ -650,6 +655,8 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
       --lm-text "her train prompts, counted 30 times=data/lm/her_train.report.json"
     ;;
   *)
-    echo "usage: $0 data|corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|her|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 data|corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|her|her2|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac
+exit
+}
