@@ -1,7 +1,7 @@
 """A lead for the small-step cost (README.md here): torch's dynamically quantized int8 GRU and
 Linear (fbgemm, weights prepacked once) against fp32 and bf16 at the shapes of one stream's
-160 ms step (5 frames, 512 hidden), one thread. Only the kernels: the model's accuracy in
-int8 is not measured. Usage (repository root): python loadtest/results/xeon_amx_10streams/int8_step.py"""
+160 ms step (5 frames, 512 hidden), one thread. Only the kernels: the model's accuracy with
+int8 recurrent layers is `int8_accuracy.py`'s. Usage (repository root): python loadtest/results/xeon_amx_10streams/int8_step.py"""
 
 from __future__ import annotations
 
