@@ -30,7 +30,7 @@ from decoder.loading import DECODER_JSON
 from decoder.metrics import ErrorRate, edit_distance
 from evaluation.peers import PEERS, PeerUnavailable, load_peer, transcribe_manifest
 from models import DEFAULT_BUNDLE
-from models.bundle import DTYPES, load_bundle
+from models.bundle import PRECISIONS, load_bundle
 from models.ds2 import DS2
 from models.features import featurize
 from models.manifest import Utterance, read_manifest
@@ -277,7 +277,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument(
         "--dtype",
-        choices=sorted(DTYPES),
+        choices=PRECISIONS,
         default="fp32",
         help="precision of the network (what `harken serve --dtype` would run)",
     )
@@ -295,7 +295,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    model = load_bundle(args.bundle, dtype=DTYPES[args.dtype])
+    model = load_bundle(args.bundle, dtype=args.dtype)
     utts = read_manifest(args.manifest, check_audio=True)
     utts = utts[: args.limit] if args.limit else utts
     if not utts:

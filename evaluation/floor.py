@@ -27,7 +27,8 @@ What it measures, into floor.json and floor.md:
 Timings with one torch thread are that thread's CPU time (`bench_model.time_call`), so other
 work on the machine moves them little; with two threads they are wall-clock and want idle
 cores (the load average before and after is saved). bf16 is measured where the CPU has
-native bf16 units (server/precision.py), fp32 always.
+native bf16 units (server/precision.py), fp32 and int8 (int8 recurrent layers,
+models/quantize.py) always; GEMM rates are fp32's and bf16's (int8 has no `F.linear`).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--threads", type=_ints, default=sorted({1, min(2, os.cpu_count() or 1)}), help="torch's"
     )
-    p.add_argument("--precisions", type=_names, help="default fp32, and bf16 where native")
+    p.add_argument("--precisions", type=_names, help="default fp32, int8, and bf16 where native")
     p.add_argument("--target-s", type=float, default=0.25, help="timing budget per cell")
 
 
@@ -101,10 +102,10 @@ def main(args: argparse.Namespace) -> int:
 
 def _precisions(asked: list[str] | None) -> list[str]:
     native = bool(set(BF16_FLAGS) & cpu_flags())
-    precisions = asked or (["fp32", "bf16"] if native else ["fp32"])
-    unknown = set(precisions) - {"fp32", "bf16"}
+    precisions = asked or (["fp32", "bf16", "int8"] if native else ["fp32", "int8"])
+    unknown = set(precisions) - {"fp32", "bf16", "int8"}
     if unknown:
-        raise ValueError(f"--precisions takes fp32 and bf16 (CPU), got {sorted(unknown)}")
+        raise ValueError(f"--precisions takes fp32, bf16 and int8 (CPU), got {sorted(unknown)}")
     return precisions
 
 
@@ -113,15 +114,16 @@ def run(args: argparse.Namespace, precisions: list[str]) -> dict[str, Any]:
     if not args.bundle.is_dir():
         raise ValueError(f"--bundle {args.bundle} is not a bundle directory")
     load_before = bench.load_average()
-    models = {p: load_bundle(args.bundle, "cpu", DTYPES[p]) for p in precisions}
+    models = {p: load_bundle(args.bundle, "cpu", p) for p in precisions}
+    matmuls = [p for p in precisions if p in DTYPES]  # int8 has no GEMM of its own to time
     config = models[precisions[0]].config
     chunks = {ms: chunk_frames(config, ms) for ms in args.chunk_ms}
     server_dtype, why = resolve_dtype("auto", "cpu")
     return {
         "meta": _meta(args, config, models[precisions[0]], load_before, server_dtype, why),
-        "flops": _flops(models["fp32"] if "fp32" in models else models[precisions[0]]),
-        "gemm": _gemm_grid(config, chunks, args, precisions),
-        "peak_gflops": _peak(precisions),
+        "flops": _flops(models.get("fp32") or load_bundle(args.bundle)),  # counted in fp32
+        "gemm": _gemm_grid(config, chunks, args, matmuls),
+        "peak_gflops": _peak(matmuls),
         "steps": _step_grid(models, chunks, args),
         "runner": _runner_grid(args.bundle, server_dtype, chunks, args),
         "load_after": bench.load_average(),

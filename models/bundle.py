@@ -19,10 +19,13 @@ from safetensors.torch import load_file, save_file
 from models.card import provenance_lines
 from models.config import ModelConfig
 from models.ds2 import DS2, ConvLayer, RecurrentLayer, SequenceBatchNorm
+from models.quantize import quantize_recurrence
 
 FORMAT = "harken-bundle"
 VERSION = 1
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# what a model can run in: a torch dtype throughout, or int8 recurrent layers (models/quantize.py)
+PRECISIONS = (*DTYPES, "int8")
 
 
 class BundleError(ValueError):
@@ -189,8 +192,14 @@ def read_bundle_config(path: str | Path) -> dict[str, Any]:
     return meta
 
 
-def load_bundle(path: str | Path, device: str = "cpu", dtype: torch.dtype = torch.float32) -> DS2:
-    """Load a bundle as an eval-mode `DS2` (its `.config` is the `ModelConfig`)."""
+def load_bundle(
+    path: str | Path, device: str = "cpu", dtype: torch.dtype | str = torch.float32
+) -> DS2:
+    """Load a bundle as an eval-mode `DS2` (its `.config` is the `ModelConfig`), in a torch
+    dtype or one of `PRECISIONS` by name ("int8": fp32 with int8 recurrent layers, CPU only).
+    """
+    if isinstance(dtype, str) and dtype not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {dtype!r}")
     root = Path(path)
     meta = read_bundle_config(root)
     try:
@@ -201,7 +210,9 @@ def load_bundle(path: str | Path, device: str = "cpu", dtype: torch.dtype = torc
     _load_weights(model, root / "model.safetensors")
     _load_norm(model, meta["normalization"], root)
     model.provenance = dict(meta.get("provenance", {}))
-    return model.to(device=device, dtype=dtype).eval()
+    if dtype == "int8":
+        return quantize_recurrence(model.to(device=device).eval())
+    return model.to(device=device, dtype=DTYPES[dtype] if isinstance(dtype, str) else dtype).eval()
 
 
 def _load_weights(model: DS2, file: Path) -> None:
@@ -243,6 +254,7 @@ def _load_norm(model: DS2, norm: dict[str, Any], root: Path) -> None:
 
 __all__ = [
     "DTYPES",
+    "PRECISIONS",
     "BundleError",
     "ConvLayer",
     "RecurrentLayer",

@@ -9,6 +9,7 @@ utterance's length are zeroed after every layer, exactly as a lone utterance wou
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
@@ -202,6 +203,8 @@ class RecurrentLayer(nn.Module):
         self.input_proj = nn.Linear(in_dim, gates * cfg.rnn_hidden, bias=folded)
         self.bn: nn.Module = nn.Identity() if folded else SequenceBatchNorm(gates * cfg.rnn_hidden)
         self.recurrent = nn.Linear(cfg.rnn_hidden, gates * cfg.rnn_hidden, bias=True)
+        # an int8 stand-in for the fused kernel, (x, h) -> (out, h_n): models/quantize.py
+        self.int8: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]] | None = None
 
     def project(self, x: Tensor, mask: Tensor | None) -> Tensor:
         """[B, T, D] -> BN(W x) [B, T, G*H]."""
@@ -272,6 +275,15 @@ class RecurrentLayer(nn.Module):
         b = self.input_proj.bias
         return w, b if b is not None else w.new_zeros(len(w))
 
+    def inference_weights(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """The gates' weights as eval mode applies them, fp32 and detached: input weights and
+        bias with BatchNorm folded in, then the recurrent ones (`_gru_kernel`'s params)."""
+        if self.training:
+            raise RuntimeError("inference_weights are eval mode's: call eval() first")
+        w, b = self._input_weights(self.input_proj.weight.new_zeros(1, 0, 1), None)
+        u, b_u = self.recurrent.weight, self.recurrent.bias
+        return w.detach().float(), b.detach().float(), u.detach().float(), b_u.detach().float()
+
     def _fusable(self, h: Tensor) -> bool:
         """Where torch's fused GRU is used: CUDA, fp32/fp64 on the CPU, and bf16 on the CPU
         for inference (training keeps its recurrent state in fp32 under autocast)."""
@@ -282,7 +294,10 @@ class RecurrentLayer(nn.Module):
 
     def _gru_kernel(self, x: Tensor, h: Tensor, w: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
         """torch's fused GRU (cuDNN on CUDA) with input weights w [3H, D] and bias b, in h's
-        dtype: gates = x w^T + b + U h + b_U, as `_cell` computes them."""
+        dtype: gates = x w^T + b + U h + b_U, as `_cell` computes them. An int8 model's layers
+        run their prepacked int8 copy of the same weights instead."""
+        if self.int8 is not None and not self.training:
+            return self.int8(x, h)
         dt = h.dtype
         params = [w.to(dt), self.recurrent.weight.to(dt), b.to(dt), self.recurrent.bias.to(dt)]
         out, h_n = torch._VF.gru(

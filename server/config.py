@@ -20,7 +20,7 @@ from models.config import parse_bool
 from server.dispatch import POLICIES, DispatchConfig
 
 DEVICES = ("cpu", "cuda")
-DTYPES = ("auto", "fp32", "bf16", "fp16")
+DTYPES = ("auto", "fp32", "bf16", "fp16", "int8")
 DECODERS = ("beam", "greedy")
 DEFAULT_BUNDLE = str(BUNDLED)  # the default model shipped in models/default
 ENV_PREFIX = "HARKEN_"
@@ -84,6 +84,10 @@ class ServerConfig:
     def __post_init__(self) -> None:
         _check(self.device in DEVICES, f"device must be one of {DEVICES}, got {self.device!r}")
         _check(self.dtype in DTYPES, f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+        _check(
+            not (self.dtype == "int8" and self.device != "cpu"),
+            "dtype int8 runs on the CPU only (use fp16 on CUDA)",
+        )
         _check(self.policy in POLICIES, f"policy must be one of {POLICIES}, got {self.policy!r}")
         _check(0 <= self.port <= 65535, f"port must be in 0..65535, got {self.port}")
         _check(self.decoder in DECODERS, f"decoder must be one of {DECODERS}, got {self.decoder!r}")

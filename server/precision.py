@@ -7,9 +7,14 @@ streaming steps 1.4-2.3x faster in bf16 than in fp32 at the batch sizes Batch Di
 kernels and is several times slower (`models/results/results.md`). One exception was
 measured: an Intel Xeon (family 6 model 207) whose AMX the hypervisor hides, showing
 AVX512-BF16 only, served 48 streams with about 30% higher latency in bf16 than in fp32
-(`loadtest/results/dtype_intel/`); AVX512-BF16 alone pays on AMD Zen 4. So: fp16 on CUDA,
-bf16 where the CPU flags show AMX, or AVX512-BF16 on a CPU that is not Intel's, fp32
-elsewhere.
+(`loadtest/results/dtype_intel/`); AVX512-BF16 alone pays on AMD Zen 4.
+
+int8 recurrent layers (`models/quantize.py`) beat both on the Xeon with AMX (family 6 model
+207): at 10 and 20 streams they halved the median latency against bf16 and cut p98 by a
+third, at the same WER (`loadtest/results/int8/`); the recurrence's weights, read at every
+step, take a quarter of fp32's bytes. Not yet measured on other CPUs, which keep what was.
+So: fp16 on CUDA; int8 where the CPU flags show AMX; bf16 on a CPU that is not Intel's with
+AVX512-BF16; fp32 elsewhere.
 """
 
 from __future__ import annotations
@@ -68,6 +73,11 @@ def resolve_dtype(
         return "fp16", "auto: fp16 on CUDA (DS2 §7.2)"
     units = sorted(set(BF16_FLAGS) & (cpu_flags() if flags is None else flags))
     vendor = cpu_vendor() if vendor is None else vendor
+    if "amx_bf16" in units:
+        return "int8", (
+            "auto: int8 recurrent layers, on this CPU with AMX "
+            "(measured faster than bf16 and fp32 there: loadtest/results/int8)"
+        )
     if units == ["avx512_bf16"] and vendor == "GenuineIntel":
         return "fp32", (
             "auto: fp32, this Intel CPU shows AVX512-BF16 but no AMX "

@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from models.bundle import DTYPES, load_bundle
+from models.bundle import PRECISIONS, load_bundle
 from models.ds2 import DS2
 from models.streaming import (
     StreamState,
@@ -113,9 +113,9 @@ class ModelRunner:
         cls, path: str, device: str = "cpu", dtype: str = "fp32", speaker_adaptation: bool = True
     ) -> ModelRunner:
         """The bundle's model; `speaker_adaptation=False` ignores its warp factors."""
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
-        model = load_bundle(path, device=device, dtype=DTYPES[dtype])
+        if dtype not in PRECISIONS:
+            raise ValueError(f"dtype must be one of {PRECISIONS}, got {dtype!r}")
+        model = load_bundle(path, device=device, dtype=dtype)
         if not speaker_adaptation:
             model.config = dataclasses.replace(model.config, warp_factors=())
         return cls(model)

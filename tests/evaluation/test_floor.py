@@ -66,16 +66,23 @@ def test_gemm_shapes_are_the_steps_products() -> None:
 
 def test_small_run_writes_floor_json_and_md(tiny_bundle: Path, tmp_path: Path) -> None:
     args = ["floor", "--bundle", str(tiny_bundle), "--out", str(tmp_path), "--batches", "1,2"]
-    args += ["--chunk-ms", "80", "--threads", "1", "--precisions", "fp32", "--target-s", "0.01"]
+    args += ["--chunk-ms", "80", "--threads", "1", "--target-s", "0.01"]
+    args += ["--precisions", "fp32,int8"]
     assert harken_cli.main(args) == 0
     result = json.loads((tmp_path / "floor.json").read_text())
     assert result["flops"]["analytic_matmul"] == result["flops"]["flop_counter"]
-    assert [r["batch"] for r in result["steps"]] == [1, 2]
+    assert [(r["precision"], r["batch"]) for r in result["steps"]] == [
+        ("fp32", 1),
+        ("fp32", 2),
+        ("int8", 1),
+        ("int8", 2),
+    ]
     assert [r["batch"] for r in result["runner"]] == [1, 2]
     assert {r["shape"] for r in result["gemm"]} == {"recurrent", "input"}
+    assert {r["precision"] for r in result["gemm"]} == {"fp32"}  # int8 has no F.linear
     assert all(r["gflops"] > 0 for r in result["gemm"])
     assert all(r["step_ms"] > 0 for r in result["steps"] + result["runner"])
     assert result["meta"]["torch"] == torch.__version__ and result["meta"]["cpu"]
     text = (tmp_path / "floor.md").read_text()
-    assert "| **total** |" in text and "| step | fp32 | 1 | 80 ms | 2 |" in text
+    assert "| **total** |" in text and "| step | int8 | 1 | 80 ms | 2 |" in text
     assert "## The floor" in text

@@ -35,6 +35,27 @@ def test_loads_in_half_precision(tiny_model: DS2, tmp_path: Path, dtype: torch.d
     assert next(model.parameters()).dtype == dtype
 
 
+def test_loads_with_int8_recurrent_layers_by_name(tiny_model: DS2, tmp_path: Path) -> None:
+    """int8 keeps the saved weights (fp32 state dict) and only swaps the GRU kernel; a model
+    it cannot quantize, or an unknown precision, is refused with the reason."""
+    save_bundle(tiny_model, tmp_path)
+    if tiny_model.config.rnn_type != "gru":
+        with pytest.raises(ValueError, match="int8 needs GRU layers"):
+            load_bundle(tmp_path, dtype="int8")
+        return
+    fp32, int8 = load_bundle(tmp_path, dtype="fp32"), load_bundle(tmp_path, dtype="int8")
+    assert all(layer.int8 is not None for layer in int8.rnn_stack)
+    assert int8.state_dict().keys() == fp32.state_dict().keys()
+    f = tiny_model.config.features.n_bins
+    x, lengths = torch.randn(2, 40, f), torch.tensor([40, 17])
+    with torch.no_grad():
+        (want, _), (got, _) = fp32(x, lengths), int8(x, lengths)
+    assert not torch.equal(got, want)  # the int8 kernel ran
+    assert float((got - want).abs().max()) < 0.1
+    with pytest.raises(ValueError, match="precision must be one of"):
+        load_bundle(tmp_path, dtype="int4")
+
+
 def _break(path: Path, what: str) -> None:
     cfg = json.loads((path / "config.json").read_text())
     if what == "no-weights":

@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from models import streaming as S
+from models.bundle import DTYPES
 from models.ds2 import DS2
+from models.quantize import quantize_recurrence
 from tests.models.conftest import TINY_CONFIGS, randomize
 
 
@@ -92,24 +94,29 @@ def test_padded_batch_forward_equals_single_forward(tiny_model: DS2) -> None:
 
 
 # Tolerances of max |log p| error against an fp64 reference, on a model whose outputs are
-# confident (sharpened output layer); measured ~2e-3 (bf16) and ~3e-4 (fp16) here.
-TOLERANCE = {torch.bfloat16: 0.15, torch.float16: 0.03}
+# confident (sharpened output layer); measured ~2e-3 (bf16), ~3e-4 (fp16) and 0.02-0.05 (int8,
+# whose activations are quantized per call, so also per chunk and per batch) here.
+TOLERANCE = {"bf16": 0.15, "fp16": 0.03, "int8": 0.15}
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_half_precision_streaming_close_to_fp64(dtype: torch.dtype) -> None:
+@pytest.mark.parametrize("precision", sorted(TOLERANCE))
+def test_reduced_precision_streaming_close_to_fp64(precision: str) -> None:
+    """Streams batched together and chunked at random read as one fp64 pass over each."""
     torch.manual_seed(1)
     model = randomize(DS2(TINY_CONFIGS["2d-gru"]))
     with torch.no_grad():
         model.output.weight.mul_(8)  # confident outputs, as a trained model has
-    u = torch.randn(50, 161) * 2
-    ref = offline(model.double(), u.double())
-    half = randomize(DS2(TINY_CONFIGS["2d-gru"]))
-    half.load_state_dict(model.state_dict())
-    half = half.to(dtype).eval()
-    got = simulate_dispatch(half, [u], seed=0)[0].double()
-    assert got.shape == ref.shape
-    assert float((got - ref).abs().max()) < TOLERANCE[dtype]
+    utts = [torch.randn(n, 161) * 2 for n in (50, 23, 41)]
+    refs = [offline(model.double(), u.double()) for u in utts]
+    low = randomize(DS2(TINY_CONFIGS["2d-gru"]))
+    low.load_state_dict(model.float().state_dict())
+    if precision == "int8":
+        low = quantize_recurrence(low.eval())
+    else:
+        low = low.to(DTYPES[precision]).eval()
+    for got, ref in zip(simulate_dispatch(low, utts, seed=0), refs, strict=True):
+        assert got.shape == ref.shape
+        assert float((got.double() - ref).abs().max()) < TOLERANCE[precision]
 
 
 def test_step_rejects_bad_input(tiny_model: DS2) -> None:

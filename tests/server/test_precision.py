@@ -1,5 +1,6 @@
-"""`--dtype auto`: fp16 on CUDA, bf16 where the CPU has native bf16 units, fp32 elsewhere; and
-the default model in bf16 still hears real words (whatever this machine's CPU)."""
+"""`--dtype auto`: fp16 on CUDA, int8 on a CPU with AMX, bf16 where a CPU's native bf16 units
+were measured to pay, fp32 elsewhere; and
+the default model in bf16 or int8 still hears real words (whatever this machine's CPU)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ INTEL, AMD = "GenuineIntel", "AuthenticAMD"
     [
         ("cuda", AVX2, INTEL, "fp16"),
         ("cpu", AVX2 | {"avx512_bf16"}, AMD, "bf16"),  # AMD Zen 4
-        ("cpu", AVX2 | {"amx_bf16", "amx_tile", "avx512_bf16"}, INTEL, "bf16"),  # Sapphire Rapids
+        ("cpu", AVX2 | {"amx_bf16", "amx_tile", "avx512_bf16"}, INTEL, "int8"),  # Sapphire Rapids
         ("cpu", AVX2 | {"avx512_bf16", "avx512_fp16"}, INTEL, "fp32"),  # its AMX hidden
         ("cpu", AVX2, AMD, "fp32"),
         ("cpu", frozenset(), "", "fp32"),  # flags unreadable (not Linux)
@@ -70,11 +71,12 @@ def test_benchmarks_name_the_cpu_kind_not_just_its_brand(tmp_path: Path) -> None
     assert cpu_description(info) == f"Some CPU (no bf16 units; {cores} cores)"
 
 
-def test_the_default_model_in_bf16_hears_a_sentence() -> None:
+@pytest.mark.parametrize("dtype", ["bf16", "int8"])
+def test_the_default_model_in_reduced_precision_hears_a_sentence(dtype: str) -> None:
     sentence = "the weather is nice today and we will go for a long walk"
 
     async def run() -> str:
-        async with running_engine(ServerConfig(dtype="bf16", bundle=DEFAULT_BUNDLE)) as engine:
+        async with running_engine(ServerConfig(dtype=dtype, bundle=DEFAULT_BUNDLE)) as engine:
             return (await transcribe(engine, speak(sentence)))[1].text
 
     heard = asyncio.run(run()).split()
