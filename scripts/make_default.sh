@@ -91,6 +91,8 @@
 #                                         # sentences beside (runs/her2; resumes)
 #   bash scripts/make_default.sh wide768  # models/default grown to 3 x GRU 768, on every
 #                                         # corpus, 8 h across sessions (runs/wide768; resumes)
+#   bash scripts/make_default.sh wide768x # the same on the corpora this Xeon has rebuilt so far,
+#                                         # her prompts a fifth, batch 48 (runs/wide768x; resumes)
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate` (RUN=runs/real1
 #                                         # B=runs/real1/candidate R=runs/real1/results builds
 #                                         # and measures a candidate without touching models/)
@@ -521,6 +523,19 @@ case "${1:-}" in
     # (her prompts x4 until step 7,494, 2.9% of the utterances: the mid-way look read her dev
     # worse than models/default, whose stages had them at about 7%; x10 since, 7.0%)
     ;;
+  wide768x)
+    # wide768 again, on the 2-core Xeon with AMX of sessions 24-26, which has rebuilt corpus,
+    # corpus3, corpus5 and corpus6 so far (the rest takes many more hours of both cores): grown
+    # from models/default as it is now (the her stage), her prompts x18 (a fifth of the
+    # utterances, as in the her stage), batch 48 with 1.5x the peak (this CPU nearly doubles its
+    # rate at 48). Int8 serving prices the 768-wide network like models/default here
+    # (models/results/wide768.md). Resumes from runs/wide768x/checkpoint.pt
+    [ -d runs/wide768x_init ] || cp -r models/default runs/wide768x_init
+    AUGMENT=light CONFIG=scripts/net_mel_3x768.json BATCH=${BATCH:-48} \
+      cpu_stage runs/wide768x runs/wide768x_init 3e-4 28800 2 \
+      data/corpus/train.jsonl data/corpus3/train.jsonl data/corpus5/train.jsonl \
+      data/corpus6/train.jsonl data/asterisk/train.jsonl*18
+    ;;
   her)
     # her prompts weighted up (x9: a fifth of the utterances, against 7% in the stages that
     # made models/default) beside the corpus models/default first learnt, at a low peak: how
@@ -655,7 +670,7 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
       --lm-text "her train prompts, counted 30 times=data/lm/her_train.report.json"
     ;;
   *)
-    echo "usage: $0 data|corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|her|her2|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 data|corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|wide768x|her|her2|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac
 exit
