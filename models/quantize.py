@@ -26,6 +26,10 @@ from torch import Tensor, nn
 
 from models.ds2 import DS2, RecurrentLayer
 
+# one int8 scale per output row of each weight matrix: one per matrix cost her dev 1.2 points
+# (loadtest/results/xeon_amx_10streams/int8_accuracy.py swaps this to measure that)
+WEIGHT_QCONFIG = torch.ao.quantization.per_channel_dynamic_qconfig
+
 
 @dataclass(frozen=True)
 class Int8Gru:
@@ -68,7 +72,7 @@ def _quantized_gru(layer: RecurrentLayer) -> nn.Module:
         warnings.simplefilter("ignore", UserWarning)
         quantized = torch.ao.quantization.quantize_dynamic(  # type: ignore[no-untyped-call]
             nn.Sequential(gru),
-            {nn.GRU: torch.ao.quantization.per_channel_dynamic_qconfig},
+            {nn.GRU: WEIGHT_QCONFIG},
             dtype=torch.qint8,
         )
     return cast(nn.Module, quantized[0])
