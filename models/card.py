@@ -101,6 +101,18 @@ def _standing(evals: dict[str, dict[str, Any]]) -> list[str]:
     ]
 
 
+def _precisions(evals: dict[str, dict[str, Any]]) -> str:
+    """The precision the scores were measured in: a server's `--dtype auto` may run another
+    (int8 recurrent layers on CPUs with AMX), whose paired scores are measured separately."""
+    found = sorted({str(r["dtype"]) for r in evals.values() if "dtype" in r})
+    if not found:
+        return ""
+    return (
+        f", the network in {' and '.join(found)}; "
+        "other precisions: `harken eval --dtype`, README `--dtype`"
+    )
+
+
 def _adaptation(cfg: ModelConfig) -> str:
     if not cfg.warp_factors:
         return "none"
@@ -218,7 +230,7 @@ def card(
     lines += provenance_lines(prov)
     if language_model:
         lines += ["", *language_model]
-    lines += ["", "## Accuracy (`harken eval`)"]
+    lines += ["", "## Accuracy (`harken eval`" + _precisions(evals) + ")"]
     for split, report in evals.items():
         lines.append(f"- {split} ({report['utterances']} utterances): " + "; ".join(_rates(report)))
     lines += _standing(evals)

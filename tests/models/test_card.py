@@ -34,6 +34,13 @@ def test_the_card_states_the_distance_to_the_peers() -> None:
         "(39.0% behind the best peer)" in text
     )
     assert "- dev: harken" not in text  # no peers scored there
+    assert "## Accuracy (`harken eval`)\n" in text  # reports that name no precision
+
+
+def test_the_card_names_the_precision_its_scores_were_measured_in() -> None:
+    report = {"utterances": 3, "dtype": "fp32", "decoders": {"beam": _row(0.3)}}
+    text = card(_meta(), {}, {"dev": report, "test": report})
+    assert "## Accuracy (`harken eval`, the network in fp32; other precisions: " in text
 
 
 def test_further_training_sources_are_listed() -> None:
