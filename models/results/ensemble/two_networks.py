@@ -1,0 +1,117 @@
+"""Would serving two networks and averaging their outputs beat either? (an offline probe)
+
+Usage: python models/results/ensemble/two_networks.py A B MANIFEST OUT.json [WEIGHT ...]
+
+A and B are scoreable bundles with the same output frame rate and alphabet (a 768-wide
+mid-way export made scoreable by `models/results/wide768/midway.py`, beside models/default).
+Each network hears every utterance as the server would (CPU, fp32, its own speaker warps
+chosen by `models.warp.select`); the merges are per-frame mean probabilities with B weighted
+w (0 is A alone, 1 is B alone), decoded with A's decoder (LM and settings). Prints greedy
+CER and beam WER per weight, each merge's paired bootstrap against A, and writes OUT.json.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from decoder.alphabet import Alphabet
+from decoder.loading import load_decoder
+from decoder.metrics import cer, wer
+from evaluation.compare import paired_bootstrap
+from models.bundle import load_bundle
+from models.ds2 import DS2
+from models.features import featurize
+from models.manifest import read_manifest
+from models.metrics import greedy_decode
+from models.warp import WarpChoice, select, warp_features
+from training.data import load_audio
+
+F32 = npt.NDArray[np.float32]
+
+
+def hear(model: DS2, audio: npt.NDArray[np.float32]) -> F32:
+    """The network's log-probs [T, V] for one utterance, its warps merged as served."""
+    cfg = model.config
+    feats = torch.from_numpy(featurize(audio, cfg.features))[None]
+    factors = list(cfg.warp_factors) or [1.0]
+    stacked = torch.cat([warp_features(feats, a, cfg.features) for a in factors])
+    lp, n = model(stacked, torch.tensor([feats.shape[1]] * len(factors)))
+    copies = [lp[k, : int(n[k])].float().numpy() for k in range(len(factors))]
+    if len(copies) == 1:
+        return copies[0]
+    return select(copies, WarpChoice.start(len(factors), factors), cfg.warp_decide_frames)
+
+
+def mix(a: F32, b: F32, w: float) -> F32:
+    """log((1 - w) p_a + w p_b) per frame."""
+    if w <= 0.0:
+        return a
+    if w >= 1.0:
+        return b
+    t = min(len(a), len(b))  # equal for bundles of one frame rate
+    stacked = np.stack([a[:t].astype(np.float64) + np.log1p(-w), b[:t] + np.log(w)])
+    m = stacked.max(axis=0)
+    return np.asarray(m + np.log(np.exp(stacked - m).sum(axis=0)), np.float32)
+
+
+def main() -> None:
+    path_a, path_b, manifest, out = (Path(a) for a in sys.argv[1:5])
+    weights = [float(w) for w in sys.argv[5:]] or [0.0, 0.3, 0.5, 0.7, 1.0]
+    torch.set_num_threads(1)
+    a, b = load_bundle(path_a), load_bundle(path_b)
+    if a.config.alphabet != b.config.alphabet or a.config.frame_seconds != b.config.frame_seconds:
+        raise SystemExit("the two bundles must share their alphabet and output frame rate")
+    alphabet = Alphabet.from_list(a.config.alphabet)
+    decoder = load_decoder(path_a, alphabet, a.config.frame_seconds)
+    utts = read_manifest(manifest)
+    t0 = time.time()
+    outs: list[tuple[F32, F32]] = []
+    with torch.inference_mode():
+        for u in utts:
+            audio = load_audio(str(u.audio))
+            outs.append((hear(a, audio), hear(b, audio)))
+    print(f"networks: {time.time() - t0:.0f} s for {len(utts)} utterances", flush=True)
+    refs = [u.text for u in utts]
+    words = np.array([len(r.split()) for r in refs])
+    rows: dict[str, dict[str, float]] = {}
+    base: np.ndarray | None = None
+    for w in weights:
+        merged = [mix(x, y, w) for x, y in outs]
+        g = [greedy_decode(m, a.config.alphabet) for m in merged]
+        hyps = [decoder.decode(m)[0].text for m in merged]
+        errors = np.array([wer([(r, h)]).errors for r, h in zip(refs, hyps, strict=True)])
+        row = {
+            "greedy_cer": cer(zip(refs, g, strict=True)).rate,
+            "beam_wer": wer(zip(refs, hyps, strict=True)).rate,
+            "beam_cer": cer(zip(refs, hyps, strict=True)).rate,
+        }
+        if base is None:
+            base = errors
+        else:
+            low, high, p_worse = paired_bootstrap(base, errors, words)
+            row |= {"beam_wer_vs_first_low": low, "beam_wer_vs_first_high": high}
+            row["p_worse"] = p_worse
+        rows[f"{w:g}"] = row
+        print(
+            f"w {w:<4g} greedy CER {row['greedy_cer']:.2%}  beam WER {row['beam_wer']:.2%}"
+            + (
+                f"  vs w={weights[0]:g}: {row['beam_wer_vs_first_low']:+.2%} to "
+                f"{row['beam_wer_vs_first_high']:+.2%}"
+                if "p_worse" in row
+                else ""
+            ),
+            flush=True,
+        )
+    result = {"a": str(path_a), "b": str(path_b), "manifest": str(manifest), "weights": rows}
+    out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
