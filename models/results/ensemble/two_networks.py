@@ -46,7 +46,8 @@ def hear(model: DS2, audio: npt.NDArray[np.float32]) -> F32:
     copies = [lp[k, : int(n[k])].float().numpy() for k in range(len(factors))]
     if len(copies) == 1:
         return copies[0]
-    return select(copies, WarpChoice.start(len(factors), factors), cfg.warp_decide_frames)
+    merged: F32 = select(copies, WarpChoice.start(len(factors), factors), cfg.warp_decide_frames)
+    return merged
 
 
 def mix(a: F32, b: F32, w: float) -> F32:
@@ -81,7 +82,7 @@ def main() -> None:
     refs = [u.text for u in utts]
     words = np.array([len(r.split()) for r in refs])
     rows: dict[str, dict[str, float]] = {}
-    base: np.ndarray | None = None
+    base: npt.NDArray[np.int64] | None = None
     for w in weights:
         merged = [mix(x, y, w) for x, y in outs]
         g = [greedy_decode(m, a.config.alphabet) for m in merged]
