@@ -45,7 +45,8 @@ def hear(model: DS2, audio: npt.NDArray[np.float32]) -> F32:
     lp, n = model(stacked, torch.tensor([feats.shape[1]] * len(factors)))
     copies = [lp[k, : int(n[k])].float().numpy() for k in range(len(factors))]
     if len(copies) == 1:
-        return copies[0]
+        only: F32 = copies[0]
+        return only
     merged: F32 = select(copies, WarpChoice.start(len(factors), factors), cfg.warp_decide_frames)
     return merged
 
