@@ -529,10 +529,12 @@ case "${1:-}" in
     # from models/default as it is now (the her stage), her prompts x18 (a fifth of the
     # utterances, as in the her stage), batch 48 with 1.5x the peak (this CPU nearly doubles its
     # rate at 48). Int8 serving prices the 768-wide network like models/default here
-    # (models/results/wide768.md). Resumes from runs/wide768x/checkpoint.pt
+    # (models/results/wide768.md). Resumes from runs/wide768x/checkpoint.pt. Batch 48 and peak
+    # 3e-4 until the end of epoch 2 (step 1,617); since then batch 96 (one batch of 96 ran 1.4x
+    # the audio per second of two of 48 here) and the peak scaled by sqrt(2)
     [ -d runs/wide768x_init ] || cp -r models/default runs/wide768x_init
-    AUGMENT=light CONFIG=scripts/net_mel_3x768.json BATCH=${BATCH:-48} \
-      cpu_stage runs/wide768x runs/wide768x_init 3e-4 28800 2 \
+    AUGMENT=light CONFIG=scripts/net_mel_3x768.json BATCH=${BATCH:-96} \
+      cpu_stage runs/wide768x runs/wide768x_init 4.2e-4 28800 2 \
       data/corpus/train.jsonl data/corpus3/train.jsonl data/corpus5/train.jsonl \
       data/corpus6/train.jsonl data/asterisk/train.jsonl*18
     ;;
