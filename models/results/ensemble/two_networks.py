@@ -4,8 +4,8 @@ Usage: python models/results/ensemble/two_networks.py A B MANIFEST OUT.json [WEI
 
 A and B are scoreable bundles with the same output frame rate and alphabet (a 768-wide
 mid-way export made scoreable by `models/results/wide768/midway.py`, beside models/default).
-Each network hears every utterance as the server would (CPU, fp32, its own speaker warps
-chosen by `models.warp.select`); the merges are per-frame mean probabilities with B weighted
+Each network hears every utterance as the server would (`manifest_log_probs`: CPU, fp32,
+its own speaker warps); the merges are per-frame mean probabilities with B weighted
 w (0 is A alone, 1 is B alone), decoded with A's decoder (LM and settings). Prints greedy
 CER and beam WER per weight, each merge's paired bootstrap against A, and writes OUT.json.
 """
@@ -25,30 +25,10 @@ from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder
 from decoder.metrics import cer, wer
 from evaluation.compare import paired_bootstrap
-from models.bundle import load_bundle
-from models.ds2 import DS2
-from models.features import featurize
-from models.manifest import read_manifest
+from evaluation.model_outputs import manifest_log_probs
 from models.metrics import greedy_decode
-from models.warp import WarpChoice, select, warp_features
-from training.data import load_audio
 
 F32 = npt.NDArray[np.float32]
-
-
-def hear(model: DS2, audio: npt.NDArray[np.float32]) -> F32:
-    """The network's log-probs [T, V] for one utterance, its warps merged as served."""
-    cfg = model.config
-    feats = torch.from_numpy(featurize(audio, cfg.features))[None]
-    factors = list(cfg.warp_factors) or [1.0]
-    stacked = torch.cat([warp_features(feats, a, cfg.features) for a in factors])
-    lp, n = model(stacked, torch.tensor([feats.shape[1]] * len(factors)))
-    copies = [lp[k, : int(n[k])].float().numpy() for k in range(len(factors))]
-    if len(copies) == 1:
-        only: F32 = copies[0]
-        return only
-    merged: F32 = select(copies, WarpChoice.start(len(factors), factors), cfg.warp_decide_frames)
-    return merged
 
 
 def mix(a: F32, b: F32, w: float) -> F32:
@@ -67,26 +47,22 @@ def main() -> None:
     path_a, path_b, manifest, out = (Path(a) for a in sys.argv[1:5])
     weights = [float(w) for w in sys.argv[5:]] or [0.0, 0.3, 0.5, 0.7, 1.0]
     torch.set_num_threads(1)
-    a, b = load_bundle(path_a), load_bundle(path_b)
-    if a.config.alphabet != b.config.alphabet or a.config.frame_seconds != b.config.frame_seconds:
-        raise SystemExit("the two bundles must share their alphabet and output frame rate")
-    alphabet = Alphabet.from_list(a.config.alphabet)
-    decoder = load_decoder(path_a, alphabet, a.config.frame_seconds)
-    utts = read_manifest(manifest)
     t0 = time.time()
-    outs: list[tuple[F32, F32]] = []
-    with torch.inference_mode():
-        for u in utts:
-            audio = load_audio(str(u.audio))
-            outs.append((hear(a, audio), hear(b, audio)))
-    print(f"networks: {time.time() - t0:.0f} s for {len(utts)} utterances", flush=True)
-    refs = [u.text for u in utts]
+    heard_a = manifest_log_probs(path_a, manifest)  # each as served: its own warps chosen
+    heard_b = manifest_log_probs(path_b, manifest)
+    ca, cb = heard_a.config, heard_b.config
+    if ca.alphabet != cb.alphabet or ca.frame_seconds != cb.frame_seconds:
+        raise SystemExit("the two bundles must share their alphabet and output frame rate")
+    print(f"networks: {time.time() - t0:.0f} s for {len(heard_a.references)} utterances")
+    decoder = load_decoder(path_a, Alphabet.from_list(ca.alphabet), ca.frame_seconds)
+    outs = list(zip(heard_a.log_probs, heard_b.log_probs, strict=True))
+    refs = heard_a.references
     words = np.array([len(r.split()) for r in refs])
     rows: dict[str, dict[str, float]] = {}
     base: npt.NDArray[np.int64] | None = None
     for w in weights:
         merged = [mix(x, y, w) for x, y in outs]
-        g = [greedy_decode(m, a.config.alphabet) for m in merged]
+        g = [greedy_decode(m, ca.alphabet) for m in merged]
         hyps = [decoder.decode(m)[0].text for m in merged]
         errors = np.array([wer([(r, h)]).errors for r, h in zip(refs, hyps, strict=True)])
         row = {
