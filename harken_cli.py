@@ -36,6 +36,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "is one bundle better than another? paired bootstrap over two `eval` reports",
     ),
     "build-lm": ("decoder.build", "build a KenLM n-gram (word or character) for decoding"),
+    "ensemble": (
+        "models.ensemble",
+        "add a second network to a bundle: their per-frame probabilities are averaged",
+    ),
     "tune-lm": ("evaluation.cli_tune", "search LM weight and insertion bonus on a dev manifest"),
     "tune-warp": (
         "evaluation.tune_warp",

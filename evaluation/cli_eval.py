@@ -30,11 +30,10 @@ from decoder.loading import DECODER_JSON
 from decoder.metrics import ErrorRate, edit_distance
 from evaluation.peers import PEERS, PeerUnavailable, load_peer, transcribe_manifest
 from models import DEFAULT_BUNDLE
-from models.bundle import PRECISIONS, load_bundle
-from models.ds2 import DS2
+from models.bundle import PRECISIONS
+from models.ensemble import Networks, load_networks
 from models.features import featurize
 from models.manifest import Utterance, read_manifest
-from models.warp import adapted_forward
 from server.decoding import Decoder, build_decoder
 from training.data import Example, collate, load_audio
 
@@ -78,7 +77,7 @@ def score(reference: str, hypothesis: str) -> Scored:
 
 @torch.inference_mode()
 def log_probs(
-    model: DS2, utterances: Sequence[Utterance], batch_frames: int, batch_size: int
+    model: Networks, utterances: Sequence[Utterance], batch_frames: int, batch_size: int
 ) -> tuple[list[F32], float]:
     """Per utterance its log-probs [T', V] (manifest order), and the audio seconds. Batches
     group utterances of similar length, of at most `batch_size` utterances and about
@@ -95,20 +94,19 @@ def log_probs(
         feats = [_features(model, a) for a in audio]
         no_labels = torch.zeros(0, dtype=torch.long)
         b = collate([Example(f, no_labels, i) for f, i in zip(feats, idx, strict=True)])
-        dtype = next(model.parameters()).dtype  # the precision the bundle was loaded in
-        lp, n = adapted_forward(model, b.feats.to(dtype), b.feat_lengths)
+        lp, n = model.forward(b.feats, b.feat_lengths)  # as served: warps, members mixed
         for j, i in enumerate(idx):
             out[i] = lp[j, : int(n[j])].float().numpy()
     return out, samples / rate
 
 
-def _frames(model: DS2, utt: Utterance) -> int:
+def _frames(model: Networks, utt: Utterance) -> int:
     """Approximate input frames, from the manifest's duration or the file header."""
     seconds = utt.duration or sf.info(str(utt.audio)).duration
     return int(seconds * 1000 / model.config.features.hop_ms)
 
 
-def _features(model: DS2, audio: F32) -> torch.Tensor:
+def _features(model: Networks, audio: F32) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(featurize(audio, model.config.features)))
 
 
@@ -184,7 +182,10 @@ def worst(
 
 
 def evaluate(
-    model: DS2, utts: Sequence[Utterance], decoders: dict[str, Decoder], args: argparse.Namespace
+    model: Networks,
+    utts: Sequence[Utterance],
+    decoders: dict[str, Decoder],
+    args: argparse.Namespace,
 ) -> dict[str, Any]:
     """The whole evaluation as a JSON-ready report."""
     results: dict[str, list[Scored]] = {}
@@ -295,7 +296,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    model = load_bundle(args.bundle, dtype=args.dtype)
+    model = load_networks(args.bundle, dtype=args.dtype)
     utts = read_manifest(args.manifest, check_audio=True)
     utts = utts[: args.limit] if args.limit else utts
     if not utts:

@@ -10,11 +10,10 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from models.bundle import load_bundle
 from models.config import ModelConfig
+from models.ensemble import load_networks
 from models.features import featurize
 from models.manifest import read_manifest
-from models.warp import adapted_forward
 from training.data import load_audio
 
 F32 = npt.NDArray[np.float32]
@@ -30,8 +29,8 @@ class ModelOutputs:
 
 def manifest_log_probs(bundle: Path, manifest: Path, limit: int = 0) -> ModelOutputs:
     """Run the bundle's network (CPU, float32, one utterance at a time, with its speaker
-    adaptation, as the server runs it) over a manifest."""
-    model = load_bundle(bundle)
+    adaptation and any ensemble members, as the server runs it) over a manifest."""
+    model = load_networks(bundle)
     utterances = read_manifest(manifest)
     utterances = utterances[:limit] if limit else utterances
     outputs, seconds = [], 0.0
@@ -40,6 +39,6 @@ def manifest_log_probs(bundle: Path, manifest: Path, limit: int = 0) -> ModelOut
             audio = load_audio(str(utt.audio))
             seconds += len(audio) / model.config.features.sample_rate
             feats = torch.from_numpy(featurize(audio, model.config.features))[None]
-            log_probs, lengths = adapted_forward(model, feats, torch.tensor([feats.shape[1]]))
+            log_probs, lengths = model.forward(feats, torch.tensor([feats.shape[1]]))
             outputs.append(log_probs[0, : int(lengths[0])].float().numpy())
     return ModelOutputs(model.config, outputs, [u.text for u in utterances], seconds)

@@ -124,6 +124,25 @@ def _adaptation(cfg: ModelConfig) -> str:
     )
 
 
+def _member_lines(members: list[tuple[str, float, dict[str, Any]]]) -> list[str]:
+    """An ensemble bundle's further networks (`models/ensemble.py`), after its own."""
+    if not members:
+        return []
+    own = 1.0 - sum(share for _, share, _ in members)
+    lines = [
+        f"- ensemble: this network's per-frame probabilities ({own:.2f} of the mean) averaged "
+        "with those of " + ("another network" if len(members) == 1 else "other networks")
+    ]
+    for folder, share, meta in members:
+        m = ModelConfig.from_dict(meta["model"])
+        lines.append(
+            f"  - `{folder}/` ({share:.2f}): {m.rnn_layers} x {m.rnn_type.upper()} of "
+            f"{m.rnn_hidden} units, {meta.get('parameters', 0):,} parameters; speaker "
+            f"adaptation: {_adaptation(m)}"
+        )
+    return lines
+
+
 def provenance_lines(prov: dict[str, Any]) -> list[str]:
     """One Markdown item per provenance field, and one per earlier training stage."""
     lines = [f"- {k.replace('_', ' ')}: {v}" for k, v in prov.items() if k != "earlier_stages"]
@@ -176,8 +195,10 @@ def card(
     extra_data: dict[str, dict[str, Any]] | None = None,
     language_model: list[str] | None = None,
     earlier_card: str | None = None,
+    members: list[tuple[str, float, dict[str, Any]]] | None = None,
 ) -> str:
-    """`earlier_card`: the text of the card of the bundle this one continued from."""
+    """`earlier_card`: the text of the card of the bundle this one continued from;
+    `members`: (folder, share, config.json) of each further network of an ensemble bundle."""
     cfg = ModelConfig.from_dict(meta["model"])
     prov = meta.get("provenance", {})
     f = cfg.features
@@ -209,6 +230,7 @@ def card(
         f"- {meta.get('parameters', 0):,} parameters; output every "
         f"{cfg.frame_seconds * 1000:.0f} ms over {len(cfg.alphabet) + 1} symbols",
         "- speaker adaptation: " + _adaptation(cfg),
+        *_member_lines(members or []),
         "",
         "## Data",
     ]
@@ -286,7 +308,15 @@ def main() -> int:
             texts,
         )
     earlier = args.earlier_card.read_text() if args.earlier_card else None
-    text = card(meta, stats, evals, extra, language_model, earlier)
+    members = [  # models/ensemble.py's entry (its loader checked it when `evaluate` ran)
+        (
+            m["bundle"],
+            m["weight"],
+            json.loads((args.bundle / m["bundle"] / "config.json").read_text()),
+        )
+        for m in meta.get("ensemble", {}).get("members", [])
+    ]
+    text = card(meta, stats, evals, extra, language_model, earlier, members)
     (args.bundle / "CARD.md").write_text(text)
     print((args.bundle / "CARD.md").read_text())
     return 0

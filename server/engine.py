@@ -20,7 +20,7 @@ from server.decoder_procs import DecoderProcess, start_processes
 from server.decoding import Decoder, DecoderPool, build_decoder
 from server.dispatch import BatchDispatcher, DispatchObserver
 from server.precision import resolve_dtype
-from server.runner import F32, Chunk, ModelRunner
+from server.runner import F32, Chunk, runner_for_bundle
 from server.session import Engine, backlog_steps
 
 log = logging.getLogger("harken.server")
@@ -36,7 +36,7 @@ async def running_engine(
     dtype, why = resolve_dtype(config.dtype, config.device)
     log.info("model precision %s (%s)", dtype, why)
     runner = await asyncio.to_thread(
-        ModelRunner.from_bundle,
+        runner_for_bundle,
         config.bundle,
         config.device,
         dtype,

@@ -36,6 +36,7 @@ import torch
 
 from models.bundle import PRECISIONS, load_bundle
 from models.ds2 import DS2
+from models.ensemble import check_compatible, member_specs, mix_numpy
 from models.streaming import (
     StreamState,
     flush,
@@ -292,6 +293,81 @@ class ModelRunner:
         for work in batch:
             self._streams.pop(work.stream, None)
         return self._merge(streams, rows, split_valid(log_probs, new)[: len(rows)])
+
+
+class EnsembleRunner:
+    """A bundle with several networks (`models/ensemble.py`): one `ModelRunner` each, fed the
+    same chunks, and per stream the weighted mean of their probabilities; implements
+    `Runner`. Each member keeps its own states and speaker warps."""
+
+    def __init__(self, runners: list[ModelRunner], weights: list[float]) -> None:
+        if len(runners) != len(weights) or len(runners) < 2:
+            raise ValueError("an ensemble needs two or more runners, one weight each")
+        self.runners, self.weights = runners, weights
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
+
+    @property
+    def model(self) -> DS2:
+        """The bundle's own network (members share the config fields that serving reads)."""
+        return self.runners[0].model
+
+    @property
+    def streams(self) -> int:
+        return self.runners[0].streams
+
+    @property
+    def shapes(self) -> int:
+        return sum(r.shapes for r in self.runners)
+
+    async def run(self, batch: Sequence[Work[Chunk]]) -> list[F32]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, self.run_sync, list(batch))
+
+    def run_sync(self, batch: list[Work[Chunk]]) -> list[F32]:
+        per_member = [r.run_sync(batch) for r in self.runners]  # the first checks the batch
+        out = []
+        for work, outs in zip(batch, zip(*per_member, strict=True), strict=True):
+            if len({len(o) for o in outs}) != 1:
+                raise RuntimeError(
+                    f"stream {work.stream}: ensemble members emitted {[len(o) for o in outs]} "
+                    "frames for one chunk; their streaming geometry differs"
+                )
+            out.append(mix_numpy(list(outs), self.weights))
+        return out
+
+    def warmup(
+        self,
+        lengths: Sequence[int] = (),
+        max_streams: int = 1,
+        backlog: Sequence[int] = (),
+        max_tail: int = -1,
+    ) -> None:
+        for runner in self.runners:
+            runner.warmup(lengths, max_streams, backlog, max_tail)
+
+    def release(self, stream: int) -> None:
+        for runner in self.runners:
+            runner.release(stream)
+
+    def close(self) -> None:
+        self._thread.shutdown(wait=True, cancel_futures=True)
+        for runner in self.runners:
+            runner.close()
+
+
+def runner_for_bundle(
+    path: str, device: str = "cpu", dtype: str = "fp32", speaker_adaptation: bool = True
+) -> ModelRunner | EnsembleRunner:
+    """The runner a bundle needs: one network, or each of its ensemble's members."""
+    specs = member_specs(path)
+    runners = [
+        ModelRunner.from_bundle(str(s.path), device, dtype, speaker_adaptation) for s in specs
+    ]
+    if len(runners) == 1:
+        return runners[0]
+    models = [r.model for r in runners]
+    check_compatible([m.config for m in models], models, f"{path}/config.json")
+    return EnsembleRunner(runners, [s.weight for s in specs])
 
 
 def _numpy(log_probs: torch.Tensor) -> F32:

@@ -16,7 +16,7 @@ import soundfile as sf
 from decoder.beam import DecoderConfig
 from decoder.loading import write_decoder_json
 from evaluation import cli_eval
-from models.bundle import load_bundle
+from models.ensemble import load_networks
 from models.manifest import Utterance, read_manifest, write_manifest
 from tests.decoder.conftest import WORD_BIGRAMS, WORDS, write_arpa
 
@@ -96,7 +96,7 @@ def test_markdown_output_and_greedy_only(tiny_bundle: Path, tmp_path: Path) -> N
 
 def test_batched_forward_equals_one_utterance_at_a_time(tiny_bundle: Path, tmp_path: Path) -> None:
     utts = read_manifest(make_manifest(tmp_path))
-    model = load_bundle(tiny_bundle)
+    model = load_networks(tiny_bundle)
     batched, seconds = cli_eval.log_probs(model, utts, batch_frames=10**6, batch_size=8)
     alone, _ = cli_eval.log_probs(model, utts, batch_frames=10**6, batch_size=1)
     assert seconds == pytest.approx(sum(0.3 + 0.3 * i for i in range(5)), abs=0.05)

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from evaluation.tune_warp import write_warp
+from models.bundle import save_bundle
+from models.ds2 import DS2
+from models.ensemble import add_member
 from server.config import ServerConfig
+from tests.conftest import TINY
 from tests.server.serving import AUDIO_PCM, Running, reference_text, running
 
 
@@ -21,6 +27,21 @@ def warped_bundle(tiny_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -
     bundle = tmp_path_factory.mktemp("warped") / "tiny"
     shutil.copytree(tiny_bundle, bundle)
     write_warp(bundle, (0.8, 1.0, 1.25), 6)
+    return bundle
+
+
+@pytest.fixture(scope="session")
+def ensemble_bundle(warped_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The warped bundle with a wider second network (its own weights, no warps) at 0.4."""
+    root = tmp_path_factory.mktemp("ensemble")
+    bundle = root / "tiny"
+    shutil.copytree(warped_bundle, bundle)
+    torch.manual_seed(1)
+    wide = DS2(dataclasses.replace(TINY, rnn_hidden=48)).eval()
+    with torch.no_grad():
+        wide.feat_mean.fill_(-7.0)
+        wide.feat_std.fill_(3.5)
+    add_member(bundle, save_bundle(wide, root / "wide"), 0.4, "wide")
     return bundle
 
 

@@ -12,10 +12,22 @@ import torch
 
 from models.bundle import load_bundle
 from models.ds2 import DS2
+from models.ensemble import Networks, load_networks
 from models.features import featurize
+from models.metrics import greedy_decode
 from models.warp import adapted_forward
+from server.config import ServerConfig
 from server.dispatch import BatchDispatcher, Work
-from server.runner import LONG_STEP_FRAMES, LONG_STEP_STREAMS, Chunk, ModelRunner, padded_rows
+from server.engine import running_engine
+from server.runner import (
+    LONG_STEP_FRAMES,
+    LONG_STEP_STREAMS,
+    Chunk,
+    ModelRunner,
+    padded_rows,
+    runner_for_bundle,
+)
+from server.session import transcribe
 
 F32 = npt.NDArray[np.float32]
 
@@ -27,8 +39,11 @@ def _utterance(seed: int, seconds: float) -> F32:
     return np.asarray(tone + 0.05 * rng.standard_normal(len(t)), np.float32)
 
 
-def _whole(model: DS2, feats: F32) -> F32:
-    log_probs, n = adapted_forward(model, torch.from_numpy(feats)[None], torch.tensor([len(feats)]))
+def _whole(model: DS2 | Networks, feats: F32) -> F32:
+    x, n = torch.from_numpy(feats)[None], torch.tensor([len(feats)])
+    log_probs, n = (
+        model.forward(x, n) if isinstance(model, Networks) else adapted_forward(model, x, n)
+    )
     return np.asarray(log_probs[0, : int(n[0])].numpy(), np.float32)
 
 
@@ -39,13 +54,15 @@ def _chunks(feats: F32, size: int, stride: int) -> list[tuple[F32, bool]]:
     return [*steps, (feats[body:], True)]
 
 
-@pytest.mark.parametrize("adapted", [False, True], ids=["plain", "speaker-warp"])
+@pytest.mark.parametrize(
+    "kind", ["plain", "speaker-warp", "ensemble"], ids=["plain", "speaker-warp", "ensemble"]
+)
 def test_interleaved_streams_through_the_dispatcher_equal_whole_utterances(
-    tiny_bundle: Path, warped_bundle: Path, adapted: bool
+    tiny_bundle: Path, warped_bundle: Path, ensemble_bundle: Path, kind: str
 ) -> None:
-    bundle = warped_bundle if adapted else tiny_bundle
-    runner = ModelRunner.from_bundle(str(bundle))
-    model = load_bundle(bundle)
+    bundle = {"plain": tiny_bundle, "speaker-warp": warped_bundle}.get(kind, ensemble_bundle)
+    runner = runner_for_bundle(str(bundle))
+    model = load_networks(bundle)
     stride = model.config.time_stride
     # six streams (rows are padded past four) that end at different times
     feats = [
@@ -72,12 +89,16 @@ def test_interleaved_streams_through_the_dispatcher_equal_whole_utterances(
     outputs = asyncio.run(main())
     for f, out in zip(feats, outputs, strict=True):
         np.testing.assert_allclose(out, _whole(model, f), atol=1e-4)
-    if adapted:  # the adaptation really chose: some stream kept a warped copy
-        unwarped = load_bundle(tiny_bundle)
+    if kind != "plain":  # the warps chose (and a member mixed): not the plain network's
+        plain = load_networks(tiny_bundle)
         assert any(
-            not np.allclose(out, _whole(unwarped, f), atol=1e-4)
+            not np.allclose(out, _whole(plain, f), atol=1e-4)
             for f, out in zip(feats, outputs, strict=True)
         )
+    if kind == "ensemble":  # and the member really counted: not the warped network alone
+        alone = load_networks(warped_bundle)
+        for f, out in zip(feats, outputs, strict=True):
+            assert not np.allclose(out, _whole(alone, f), atol=1e-3)
     assert runner.streams == 0  # every finished stream's state is gone
     runner.close()
 
@@ -170,3 +191,25 @@ def test_a_batch_of_many_long_steps_runs_in_parts_and_equals_whole_utterances(
         np.testing.assert_allclose(np.concatenate([head, end]), _whole(model, f), atol=1e-4)
     assert runner.streams == 0
     runner.close()
+
+
+def test_the_server_hears_an_ensemble_bundle_as_eval_does(
+    ensemble_bundle: Path, warped_bundle: Path
+) -> None:
+    """Loaded by the engine, both networks run per stream: the transcript is the greedy
+    reading of the mixed offline output, which neither network alone gives."""
+    audio = _utterance(6, 1.9)
+
+    async def run() -> str:
+        config = ServerConfig(
+            dtype="fp32", bundle=str(ensemble_bundle), decoder="greedy", decoder_processes=False
+        )
+        async with running_engine(config) as engine:
+            return (await transcribe(engine, audio))[1].text
+
+    networks = load_networks(ensemble_bundle)
+    feats = featurize(audio, networks.config.features)
+    expected = greedy_decode(_whole(networks, feats), networks.config.alphabet)
+    alone = load_networks(warped_bundle)
+    assert asyncio.run(run()) == expected
+    assert expected != greedy_decode(_whole(alone, feats), alone.config.alphabet)

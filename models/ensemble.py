@@ -1,0 +1,216 @@
+"""A bundle that hears with more than one network: their per-frame probabilities averaged.
+
+Two networks trained differently make partly different mistakes, so the mean of their
+output distributions, frame by frame, reads better than either (models/results/ensemble).
+A bundle opts in with an `ensemble` entry in its config.json naming member bundles kept
+inside it and their shares of the mean:
+
+    "ensemble": {"members": [{"bundle": "wide", "weight": 0.3}]}
+
+The bundle's own network takes the rest (0.7 here). Each member is a complete bundle
+(weights, normalisation, its own speaker warps), loaded and adapted on its own; members
+must share the features, the alphabet and the streaming geometry (time stride, conv and
+row-conv look-ahead), so that every chunk yields the same output frames from each and the
+server can mix them as they come. The LM and decoder settings are the bundle's own, and
+`harken tune-lm` tunes them on the mix; `harken tune-warp` tunes the bundle's own network's
+warps, so tune a member's before it joins (`harken ensemble`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from torch import Tensor
+
+from models.bundle import BundleError, load_bundle, read_bundle_config
+from models.config import ModelConfig
+from models.ds2 import DS2
+from models.streaming import plan
+from models.warp import adapted_forward
+
+F32 = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class MemberSpec:
+    """One network of a bundle: its bundle directory and its share of the mean."""
+
+    path: Path
+    weight: float
+
+
+def member_specs(path: str | Path) -> list[MemberSpec]:
+    """The bundle's networks, its own first; one member of weight 1 without `ensemble`."""
+    root = Path(path)
+    meta = read_bundle_config(root)
+    entry = meta.get("ensemble")
+    if entry is None:
+        return [MemberSpec(root, 1.0)]
+    where = root / "config.json"
+    members = entry.get("members") if isinstance(entry, dict) else None
+    if not isinstance(members, list) or not members:
+        raise BundleError(f"{where}: ensemble.members must be a non-empty list")
+    specs: list[MemberSpec] = []
+    for m in members:
+        if not isinstance(m, dict) or not isinstance(m.get("bundle"), str):
+            raise BundleError(f"{where}: each ensemble member needs a 'bundle' name, got {m!r}")
+        weight = m.get("weight")
+        if not isinstance(weight, int | float) or not 0.0 < float(weight) < 1.0:
+            raise BundleError(f"{where}: member {m['bundle']!r} weight must be in (0, 1)")
+        sub = (root / m["bundle"]).resolve()
+        if root.resolve() not in sub.parents:
+            raise BundleError(f"{where}: member {m['bundle']!r} must be a folder inside {root}")
+        if "ensemble" in read_bundle_config(sub):
+            raise BundleError(f"{sub}: a member cannot itself be an ensemble")
+        specs.append(MemberSpec(root / m["bundle"], float(weight)))
+    own = 1.0 - sum(s.weight for s in specs)
+    if own <= 0.0:
+        raise BundleError(f"{where}: members' weights must sum to less than 1 (the rest is own)")
+    return [MemberSpec(root, own), *specs]
+
+
+def check_compatible(configs: list[ModelConfig], models: list[DS2], where: str) -> None:
+    """Members must yield the same frames from the same features (see the module doc)."""
+    first, geometry = configs[0], plan(models[0])
+    for cfg, model in zip(configs[1:], models[1:], strict=True):
+        if cfg.features != first.features or cfg.alphabet != first.alphabet:
+            raise BundleError(f"{where}: ensemble members must share features and alphabet")
+        if cfg.time_stride != first.time_stride or plan(model) != geometry:
+            raise BundleError(
+                f"{where}: ensemble members must share the time stride and the conv and "
+                "row-conv look-ahead (each chunk must give each the same output frames)"
+            )
+
+
+def mix(outputs: list[Tensor], weights: list[float]) -> Tensor:
+    """log(sum_i w_i p_i) of per-member log-probs [..., T, V] (float32 out)."""
+    if len(outputs) == 1:
+        return outputs[0]
+    stacked = torch.stack([o.float() + math.log(w) for o, w in zip(outputs, weights, strict=True)])
+    return torch.logsumexp(stacked, dim=0)
+
+
+def mix_numpy(outputs: list[F32], weights: list[float]) -> F32:
+    """`mix` for one stream's numpy rows [T, V], as the server holds them."""
+    if len(outputs) == 1:
+        return outputs[0]
+    mixed = mix([torch.from_numpy(o) for o in outputs], weights)
+    return np.ascontiguousarray(mixed.numpy(), dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class Networks:
+    """A bundle's networks, loaded, with their shares: what offline tools hear it with."""
+
+    models: list[DS2]
+    weights: list[float]
+
+    @property
+    def config(self) -> ModelConfig:
+        """The bundle's own network's config (its members share what decoding needs)."""
+        return self.models[0].config
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        return self.models[0].provenance
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The precision the networks were loaded in (int8 loads keep fp32 activations)."""
+        return next(self.models[0].parameters()).dtype
+
+    def num_parameters(self) -> int:
+        return sum(m.num_parameters() for m in self.models)
+
+    def forward(self, feats: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """Mixed log-probs [B, T', V] and lengths: each member with its own speaker warps,
+        exactly as the streaming server hears the bundle."""
+        outs, n = [], lengths
+        for model in self.models:
+            lp, n = adapted_forward(model, feats.to(self.dtype), lengths)
+            outs.append(lp)
+        return mix(outs, self.weights), n
+
+
+def load_networks(
+    path: str | Path, device: str = "cpu", dtype: torch.dtype | str = torch.float32
+) -> Networks:
+    """Every network of a bundle, as `load_bundle` loads one."""
+    specs = member_specs(path)
+    models = [load_bundle(s.path, device=device, dtype=dtype) for s in specs]
+    check_compatible([m.config for m in models], models, str(Path(path) / "config.json"))
+    return Networks(models, [s.weight for s in specs])
+
+
+def add_member(bundle: str | Path, member: str | Path, weight: float, name: str) -> Path:
+    """Copy the network of bundle `member` into `bundle`/`name` and give it `weight` of the
+    mean, taken from the bundle's own share; checked by loading the result. The member's LM
+    and decoder files are not copied: the bundle decodes with its own."""
+    root, src = Path(bundle), Path(member)
+    if not name or "/" in name or name.startswith("."):
+        raise BundleError(f"member name must be a plain folder name, got {name!r}")
+    dest = root / name
+    if dest.exists():
+        raise BundleError(f"{dest} exists already; choose another name or remove it")
+    meta = read_bundle_config(root)
+    if "ensemble" in read_bundle_config(src):
+        raise BundleError(f"{src}: a member cannot itself be an ensemble")
+    entry = meta.setdefault("ensemble", {"members": []})
+    entry["members"].append({"bundle": name, "weight": weight})
+    dest.mkdir()
+    try:
+        for file in ("model.safetensors", "config.json", "CARD.md"):
+            if (src / file).is_file():
+                shutil.copy2(src / file, dest / file)
+        before = (root / "config.json").read_text()
+        (root / "config.json").write_text(json.dumps(meta, indent=1) + "\n")
+        try:
+            load_networks(root)
+        except BundleError:
+            (root / "config.json").write_text(before)
+            raise
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    return dest
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("bundle", type=Path, help="the bundle that gains a member (edited in place)")
+    p.add_argument("member", type=Path, help="a bundle whose network joins it")
+    p.add_argument(
+        "--weight", type=float, required=True, help="the member's share of the mean, in (0, 1)"
+    )
+    p.add_argument("--name", default="", help="its folder inside the bundle (default: its name)")
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        dest = add_member(args.bundle, args.member, args.weight, args.name or args.member.name)
+    except BundleError as e:
+        raise SystemExit(f"error: {e}") from e
+    for spec in member_specs(args.bundle):
+        print(f"{spec.weight:.3f}  {spec.path}")
+    print(f"{args.member} joined {args.bundle} as {dest.name}")
+    return 0
+
+
+__all__ = [
+    "MemberSpec",
+    "Networks",
+    "add_member",
+    "check_compatible",
+    "load_networks",
+    "member_specs",
+    "mix",
+    "mix_numpy",
+]
