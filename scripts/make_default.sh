@@ -96,6 +96,8 @@
 #   bash scripts/make_default.sh finish   # bundle, LM, then `evaluate` (RUN=runs/real1
 #                                         # B=runs/real1/candidate R=runs/real1/results builds
 #                                         # and measures a candidate without touching models/)
+#   bash scripts/make_default.sh pair     # models/default and RUN's network as one ensemble
+#                                         # bundle in B (W: the second's share), then `evaluate`
 #   bash scripts/make_default.sh lm       # the LM: fortunes beside WordNet's glosses, into B
 #   bash scripts/make_default.sh evaluate # speaker-warp factors, alpha/beta, dev/test eval, CARD.md
 
@@ -598,6 +600,23 @@ case "${1:-}" in
       [ -f $B/$f ] || cp models/default/$f $B/
     done
     [ -f $B/lm.binary ] || "$0" lm
+    "$0" evaluate
+    ;;
+  pair)
+    # models/default beside a second network (MEMBER: a trainer's export, RUN/bundle unless
+    # named) at share W of the per-frame mean, as one ensemble bundle in B (models/ensemble.py;
+    # models/results/ensemble/README.md): the member's speaker warps tuned on it alone first,
+    # then `evaluate` tunes the LM weights on the mix. Set B and R outside models/ to measure
+    mkdir -p $B $R
+    rm -rf "$B/wide" "$B.member"
+    cp -r "${MEMBER:-$RUN/bundle}" "$B.member"
+    $H tune-warp --bundle "$B.member" --manifest data/corpus/dev.jsonl \
+      --decide-frames "${DECIDE_FRAMES:-20}" --out $R/warp_member_dev.json
+    for f in model.safetensors config.json lm.binary unigrams.txt decoder.json; do
+      cp models/default/$f $B/
+    done
+    $H ensemble $B "$B.member" --weight "${W:-0.3}" --name wide
+    rm -rf "$B.member"
     "$0" evaluate
     ;;
   lm)
