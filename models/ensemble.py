@@ -181,6 +181,12 @@ def add_member(bundle: str | Path, member: str | Path, weight: float, name: str)
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise
+    # the card's scores were measured without the member: say so until they are re-measured
+    with (root / "CARD.md").open("a") as card:
+        card.write(
+            f"\n- ensemble member `{name}/` added by `harken ensemble` ({weight:g} of the "
+            f"per-frame mean, from {src}); scores above this line were measured without it\n"
+        )
     return dest
 
 

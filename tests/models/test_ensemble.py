@@ -112,6 +112,7 @@ def test_the_command_adds_a_member_and_the_card_describes_it(
     assert "0.700" in out and "0.300" in out and "joined" in out
     with pytest.raises(SystemExit, match="exists already"):
         harken(["ensemble", str(own), str(wide), "--weight", "0.2"])
+    assert "ensemble member `wide/` added" in (own / "CARD.md").read_text()
     meta = json.loads((own / "config.json").read_text())
     member_meta = json.loads((own / "wide" / "config.json").read_text())
     text = card(meta, {}, {}, members=[("wide", 0.3, member_meta)])
