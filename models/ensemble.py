@@ -120,10 +120,6 @@ class Networks:
         return self.models[0].config
 
     @property
-    def provenance(self) -> dict[str, Any]:
-        return self.models[0].provenance
-
-    @property
     def dtype(self) -> torch.dtype:
         """The precision the networks were loaded in (int8 loads keep fp32 activations)."""
         return next(self.models[0].parameters()).dtype

@@ -26,21 +26,20 @@ from decoder.loading import load_decoder
 from decoder.metrics import cer, wer
 from evaluation.compare import paired_bootstrap
 from evaluation.model_outputs import manifest_log_probs
+from models.ensemble import mix_numpy
 from models.metrics import greedy_decode
 
 F32 = npt.NDArray[np.float32]
 
 
 def mix(a: F32, b: F32, w: float) -> F32:
-    """log((1 - w) p_a + w p_b) per frame."""
+    """log((1 - w) p_a + w p_b) per frame (`models.ensemble`'s mix, as served)."""
     if w <= 0.0:
         return a
     if w >= 1.0:
         return b
     t = min(len(a), len(b))  # equal for bundles of one frame rate
-    stacked = np.stack([a[:t].astype(np.float64) + np.log1p(-w), b[:t] + np.log(w)])
-    m = stacked.max(axis=0)
-    return np.asarray(m + np.log(np.exp(stacked - m).sum(axis=0)), np.float32)
+    return mix_numpy([a[:t], b[:t]], [1.0 - w, w])
 
 
 def main() -> None:
