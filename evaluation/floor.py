@@ -56,6 +56,7 @@ from models import DEFAULT_BUNDLE
 from models.bundle import DTYPES, load_bundle
 from models.config import ModelConfig
 from models.ds2 import DS2
+from models.ensemble import member_specs
 from server.dispatch import Work
 from server.engine import frames as chunk_frames
 from server.precision import BF16_FLAGS, cpu_description, cpu_flags, resolve_dtype
@@ -113,6 +114,13 @@ def run(args: argparse.Namespace, precisions: list[str]) -> dict[str, Any]:
     """Every measurement of the module docstring, as floor.json holds them."""
     if not args.bundle.is_dir():
         raise ValueError(f"--bundle {args.bundle} is not a bundle directory")
+    members = len(member_specs(args.bundle))
+    if members > 1:  # models/ensemble.py: each member steps every stream too
+        print(
+            f"note: {args.bundle} hears with {members} networks; this measures its own only, "
+            "and each member adds its own step's cost (`harken loadtest` measures the whole)",
+            file=sys.stderr,
+        )
     load_before = bench.load_average()
     models = {p: load_bundle(args.bundle, "cpu", p) for p in precisions}
     matmuls = [p for p in precisions if p in DTYPES]  # int8 has no GEMM of its own to time
