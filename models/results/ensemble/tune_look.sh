@@ -2,7 +2,7 @@
 # one-thread decoder tuning of a candidate bundle beside a training run, then both dev sets:
 #   bash models/results/ensemble/tune_look.sh BUNDLE OUT  (tune-lm writes into BUNDLE)
 set -u
-cd /work/main
+cd "$(dirname "$0")/../../.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1
 L=$1; OUT=$2
 mkdir -p $OUT
