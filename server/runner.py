@@ -342,6 +342,7 @@ class EnsembleRunner:
         backlog: Sequence[int] = (),
         max_tail: int = -1,
     ) -> None:
+        """Each member's `ModelRunner.warmup`: every network compiles its own shapes."""
         for runner in self.runners:
             runner.warmup(lengths, max_streams, backlog, max_tail)
 
