@@ -20,7 +20,7 @@ from server.decoder_procs import DecoderProcess, start_processes
 from server.decoding import Decoder, DecoderPool, build_decoder
 from server.dispatch import BatchDispatcher, DispatchObserver
 from server.precision import resolve_dtype
-from server.runner import F32, Chunk, runner_for_bundle
+from server.runner import F32, Chunk, EnsembleRunner, runner_for_bundle
 from server.session import Engine, backlog_steps
 
 log = logging.getLogger("harken.server")
@@ -42,6 +42,9 @@ async def running_engine(
         dtype,
         config.speaker_adaptation,
     )
+    if isinstance(runner, EnsembleRunner):
+        shares = ", ".join(f"{w:.2f}" for w in runner.weights)
+        log.info("ensemble of %d networks, shares of the mean %s", len(runner.runners), shares)
     model = runner.model.config
     chunk_frames = frames(model, config.chunk_ms)
     load_chunk_frames = frames(model, min(config.load_chunk_ms, config.max_chunk_ms))
