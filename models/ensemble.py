@@ -77,10 +77,11 @@ def member_specs(path: str | Path) -> list[MemberSpec]:
     return [MemberSpec(root, own), *specs]
 
 
-def check_compatible(configs: list[ModelConfig], models: list[DS2], where: str) -> None:
+def _check_compatible(models: list[DS2], where: str) -> None:
     """Members must yield the same frames from the same features (see the module doc)."""
-    first, geometry = configs[0], plan(models[0])
-    for cfg, model in zip(configs[1:], models[1:], strict=True):
+    first, geometry = models[0].config, plan(models[0])
+    for model in models[1:]:
+        cfg = model.config
         if cfg.features != first.features or cfg.alphabet != first.alphabet:
             raise BundleError(f"{where}: ensemble members must share features and alphabet")
         if cfg.time_stride != first.time_stride or plan(model) != geometry:
@@ -142,7 +143,7 @@ def load_networks(
     """Every network of a bundle, as `load_bundle` loads one."""
     specs = member_specs(path)
     models = [load_bundle(s.path, device=device, dtype=dtype) for s in specs]
-    check_compatible([m.config for m in models], models, str(Path(path) / "config.json"))
+    _check_compatible(models, str(Path(path) / "config.json"))
     return Networks(models, [s.weight for s in specs])
 
 
@@ -209,7 +210,6 @@ __all__ = [
     "MemberSpec",
     "Networks",
     "add_member",
-    "check_compatible",
     "load_networks",
     "member_specs",
     "mix",

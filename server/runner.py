@@ -36,7 +36,7 @@ import torch
 
 from models.bundle import PRECISIONS, load_bundle
 from models.ds2 import DS2
-from models.ensemble import check_compatible, member_specs, mix_numpy
+from models.ensemble import load_networks, mix_numpy
 from models.streaming import (
     StreamState,
     flush,
@@ -116,7 +116,11 @@ class ModelRunner:
         """The bundle's model; `speaker_adaptation=False` ignores its warp factors."""
         if dtype not in PRECISIONS:
             raise ValueError(f"dtype must be one of {PRECISIONS}, got {dtype!r}")
-        model = load_bundle(path, device=device, dtype=dtype)
+        return cls.serving(load_bundle(path, device=device, dtype=dtype), speaker_adaptation)
+
+    @classmethod
+    def serving(cls, model: DS2, speaker_adaptation: bool = True) -> ModelRunner:
+        """A runner of a loaded network; `speaker_adaptation=False` ignores its warp factors."""
         if not speaker_adaptation:
             model.config = dataclasses.replace(model.config, warp_factors=())
         return cls(model)
@@ -359,16 +363,11 @@ class EnsembleRunner:
 def runner_for_bundle(
     path: str, device: str = "cpu", dtype: str = "fp32", speaker_adaptation: bool = True
 ) -> ModelRunner | EnsembleRunner:
-    """The runner a bundle needs: one network, or each of its ensemble's members."""
-    specs = member_specs(path)
-    runners = [
-        ModelRunner.from_bundle(str(s.path), device, dtype, speaker_adaptation) for s in specs
-    ]
-    if len(runners) == 1:
-        return runners[0]
-    models = [r.model for r in runners]
-    check_compatible([m.config for m in models], models, f"{path}/config.json")
-    return EnsembleRunner(runners, [s.weight for s in specs])
+    """The runner a bundle needs: one network, or each of its ensemble's members (loaded and
+    checked as `harken eval` loads them)."""
+    networks = load_networks(path, device, dtype)
+    runners = [ModelRunner.serving(m, speaker_adaptation) for m in networks.models]
+    return runners[0] if len(runners) == 1 else EnsembleRunner(runners, networks.weights)
 
 
 def _numpy(log_probs: torch.Tensor) -> F32:
