@@ -535,11 +535,12 @@ case "${1:-}" in
     # 3e-4 until the end of epoch 2 (step 1,617); since then batch 96 (one batch of 96 ran 1.4x
     # the audio per second of two of 48 here) and the peak scaled by sqrt(2)
     # The cosine ran over 28,800 s of training time until the twenty-eighth session, which
-    # shortened it to 27,000 s (7.5 h) at about 5.8 h, so that the next session can end the run
-    # and measure it (the learning rate steps down from 22% of the peak to 17%, then decays)
+    # shortened it to 27,000 s (7.5 h) at about 5.8 h; the twenty-ninth to 22,800 s (6.33 h) at
+    # 5.08 h (step 2,697), so that the run ends and is measured within that session (the
+    # learning rate steps down from 27% of the peak to 13%, then decays to 5%)
     [ -d runs/wide768x_init ] || cp -r models/default runs/wide768x_init
     AUGMENT=light CONFIG=scripts/net_mel_3x768.json BATCH=${BATCH:-96} \
-      cpu_stage runs/wide768x runs/wide768x_init 4.2e-4 27000 2 \
+      cpu_stage runs/wide768x runs/wide768x_init 4.2e-4 22800 2 \
       data/corpus/train.jsonl data/corpus3/train.jsonl data/corpus5/train.jsonl \
       data/corpus6/train.jsonl data/asterisk/train.jsonl*18
     ;;
