@@ -52,6 +52,7 @@ from training.data import Batch, DataConfig, SpeechDataset, collate, load_audio,
 from training.distill import Distilled, distill_losses
 from training.grow import widen
 from training.pause import PauseClock
+from training.soft_targets import SoftTeacher, soft_losses
 from training.teacher import TeacherTargets
 
 
@@ -80,6 +81,8 @@ class TrainConfig:
     ema_decay: float = 0.0  # > 0: score and export a moving average of the weights (see ema_rate)
     teacher: str = ""  # `harken teacher` targets: distil them into the hidden state (distill.py)
     distill_weight: float = 0.0  # the distillation loss's weight beside CTC's (with teacher)
+    soft_teacher: str = ""  # a bundle (an ensemble too) whose per-frame outputs are targets
+    soft_weight: float = 0.0  # the KL term's weight beside CTC's (with soft_teacher)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -98,6 +101,11 @@ class TrainConfig:
             raise ValueError(
                 "teacher and distill_weight go together: a teacher's targets directory and a "
                 f"weight > 0, or neither (got {self.teacher!r} and {self.distill_weight})"
+            )
+        if bool(self.soft_teacher) != (self.soft_weight > 0):
+            raise ValueError(
+                "soft_teacher and soft_weight go together: a bundle and a weight > 0, or "
+                f"neither (got {self.soft_teacher!r} and {self.soft_weight})"
             )
 
 
@@ -236,6 +244,12 @@ class Trainer:
             if not self.teacher.covers(train):
                 raise ValueError(f"{cfg.teacher} has targets for none of the training audio")
         self.distill_loss = 0.0  # the last step's mean per-utterance distillation loss
+        self.soft = (
+            SoftTeacher(cfg.soft_teacher, model_cfg, str(self.dist.device))
+            if cfg.soft_teacher
+            else None
+        )
+        self.soft_loss = 0.0  # the last step's mean per-utterance KL to the soft teacher
         self.ema: DS2 | None = None  # the moving average of the weights, when cfg.ema_decay
         self.optimizer = self._optimizer()
         self.sampler = BatchSampler(
@@ -383,8 +397,10 @@ class Trainer:
                 self.cfg, self.progress.step, self.total_steps, self.progress.train_seconds
             )
         statistics = [b.clone() for b in self.model.buffers()]  # BatchNorm's, kept for _skip
+        feats, feat_lens = batch.feats.to(dev, non_blocking=True), batch.feat_lengths.to(dev)
         with self._autocast():
-            outputs = self.ddp(batch.feats.to(dev, non_blocking=True), batch.feat_lengths.to(dev))
+            outputs = self.ddp(feats, feat_lens)
+            soft = self.soft(feats, feat_lens) if self.soft is not None else None
         log_probs, out_lens = outputs[0], outputs[1]
         losses = F.ctc_loss(
             log_probs.float().transpose(0, 1),
@@ -404,6 +420,10 @@ class Trainer:
             distill = distill_losses(outputs[2], batch.teacher.to(dev), out_lens)
             total = total + self.cfg.distill_weight * distill.sum()
             self.distill_loss = float(distill.detach().mean())
+        if soft is not None:
+            kl = soft_losses(log_probs, soft[0], out_lens)
+            total = total + self.cfg.soft_weight * kl.sum()
+            self.soft_loss = float(kl.detach().mean())
         loss = total * self.dist.world / max(self._global_batch(len(batch.indices)), 1)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()  # type: ignore[no-untyped-call]
@@ -582,6 +602,7 @@ class Trainer:
                         "epoch": p.epoch,
                         "loss": loss,
                         **({"distill_loss": self.distill_loss} if self.projection else {}),
+                        **({"soft_loss": self.soft_loss} if self.soft else {}),
                         "lr": self.optimizer.param_groups[0]["lr"],
                         "audio_s_per_s": rate,
                     }
@@ -679,6 +700,12 @@ def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
             f"{trainer.teacher.name}, cosine on the row-conv output, weight "
             f"{trainer.cfg.distill_weight:g}"
         )
+    if trainer.soft is not None:
+        shares = trainer.soft.networks.weights
+        provenance["soft_targets"] = (
+            f"{trainer.soft.name} (per-frame mix of {len(shares)} network(s), shares "
+            f"{', '.join(f'{w:.2f}' for w in shares)}), KL weight {trainer.cfg.soft_weight:g}"
+        )
     if trainer.cfg.init_from:  # what the fine-tuned bundle had behind it, by value
         provenance["fine_tuned_from"] = trainer.cfg.init_from
         stages = lineage(read_bundle_config(trainer.cfg.init_from).get("provenance", {}))
@@ -730,6 +757,8 @@ def lineage(base: dict[str, Any]) -> list[dict[str, Any]]:
         earlier = []
     last = {k: base.get(k, "not recorded") for k in STAGE_KEYS}
     last["distillation"] = base.get("distillation", "none")  # only teacher runs record one
+    if "soft_targets" in base:
+        last["soft_targets"] = base["soft_targets"]
     return [*earlier, last]
 
 
