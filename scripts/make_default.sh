@@ -89,6 +89,8 @@
 #                                         # from models/default (runs/her; resumes)
 #   bash scripts/make_default.sh her2     # the same from her's result, longer, with corpus3's
 #                                         # sentences beside (runs/her2; resumes)
+#   bash scripts/make_default.sh soft     # her2 with an ensemble bundle's per-frame mix as soft
+#                                         # targets (TEACHER; runs/soft; resumes)
 #   bash scripts/make_default.sh wide768  # models/default grown to 3 x GRU 768, on every
 #                                         # corpus, 8 h across sessions (runs/wide768; resumes)
 #   bash scripts/make_default.sh wide768x # the same on the corpora this Xeon has rebuilt so far,
@@ -137,7 +139,8 @@ cpu_stage() {
     --precision bf16 --batch-size "${BATCH:-16}" --lr "${LR:-$lr}" --warmup-steps 100 --epochs 1000 \
     --time-budget-s "${BUDGET_S:-$budget}" --workers 1 --checkpoint-every 200 --dev-every 500 \
     --strategy alternated --sortagrad false --ema-decay 0.998 --threads "${THREADS:-$threads}" \
-    --augment-preset "${AUGMENT:-full}" ${EXPORT_ONLY:+--export-only true --export "$EXPORT_ONLY"}
+    --augment-preset "${AUGMENT:-full}" ${EXPORT_ONLY:+--export-only true --export "$EXPORT_ONLY"} \
+    ${SOFT_TEACHER:+--soft-teacher "$SOFT_TEACHER" --soft-weight "${SOFT_W:-1}"}
 }
 
 # a light-preset CPU stage from models/default, frozen once into runs/NAME_init so that a
@@ -558,6 +561,17 @@ case "${1:-}" in
     light_stage her2 "${LR:-5e-5}" data/corpus/train.jsonl data/corpus3/train.jsonl \
       "data/asterisk/train.jsonl*${HER:-14}"
     ;;
+  soft)
+    # her2's recipe (its result is the control: the same data, peak and training time without
+    # a teacher, models/results/her2.md) with an ensemble bundle's per-frame mix as soft
+    # targets beside CTC (training/soft_targets.py): how much of the pair's gain one network
+    # keeps at one network's serving cost. TEACHER (default the pair of wide768x) is frozen into
+    # runs/soft_teacher at the first start, so that a resumed run hears the same teacher
+    [ -d runs/soft_teacher ] || cp -r "${TEACHER:-runs/wide768x/pair}" runs/soft_teacher
+    SOFT_TEACHER=runs/soft_teacher BUDGET_S=${BUDGET_S:-4500} BATCH=${BATCH:-32} \
+      light_stage soft "${LR:-5e-5}" data/corpus/train.jsonl data/corpus3/train.jsonl \
+      "data/asterisk/train.jsonl*${HER:-14}"
+    ;;
   light6soup)
     # models/default since the nineteenth session: light6's candidate (after `finish` with
     # RUN=runs/light6 B=runs/light6/candidate) averaged 1:1 with the bundle it started from
@@ -695,7 +709,7 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
       --lm-text "her train prompts, counted 30 times=data/lm/her_train.report.json"
     ;;
   *)
-    echo "usage: $0 data|corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|wide768x|her|her2|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 data|corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|wide768x|her|her2|soft|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac
 exit
