@@ -566,7 +566,9 @@ case "${1:-}" in
     # a teacher, models/results/her2.md) with an ensemble bundle's per-frame mix as soft
     # targets beside CTC (training/soft_targets.py): how much of the pair's gain one network
     # keeps at one network's serving cost. TEACHER (default the pair of wide768x) is frozen into
-    # runs/soft_teacher at the first start, so that a resumed run hears the same teacher
+    # runs/soft_teacher at the first start, so that a resumed run hears the same teacher. The
+    # student is models/default; INIT=runs/wide768x/bundle CONFIG=scripts/net_mel_3x768.json
+    # makes it the wide network instead (int8 serves it at about models/default's cost)
     [ -d runs/soft_teacher ] || cp -r "${TEACHER:-runs/wide768x/pair}" runs/soft_teacher
     SOFT_TEACHER=runs/soft_teacher BUDGET_S=${BUDGET_S:-4500} BATCH=${BATCH:-32} \
       light_stage soft "${LR:-5e-5}" data/corpus/train.jsonl data/corpus3/train.jsonl \
