@@ -131,7 +131,10 @@ def _member_lines(members: list[tuple[str, float, dict[str, Any]]]) -> list[str]
     own = 1.0 - sum(share for _, share, _ in members)
     lines = [
         f"- ensemble: this network's per-frame probabilities ({own:.2f} of the mean) averaged "
-        "with those of " + ("another network" if len(members) == 1 else "other networks")
+        "with those of "
+        + ("another network" if len(members) == 1 else "other networks")
+        + "; every stream runs each network, so serving costs the sum of their steps "
+        "(`harken loadtest` measures it)"
     ]
     for folder, share, meta in members:
         m = ModelConfig.from_dict(meta["model"])
