@@ -22,6 +22,16 @@ TINY = ModelConfig(
 )
 
 
+def random_bundle(path: Path, config: ModelConfig, seed: int) -> Path:
+    """A bundle of `config` with random weights and normalisation for log-spectra near -8."""
+    torch.manual_seed(seed)
+    model = DS2(config).eval()
+    with torch.no_grad():
+        model.feat_mean.fill_(-8.0)
+        model.feat_std.fill_(3.0)
+    return save_bundle(model, path)
+
+
 @pytest.fixture(scope="session")
 def tiny_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.manual_seed(0)

@@ -14,21 +14,15 @@ import pytest
 import torch
 
 from harken_cli import main as harken
-from models.bundle import BundleError, load_bundle, save_bundle
+from models.bundle import BundleError, load_bundle
 from models.card import card
-from models.ds2 import DS2
 from models.ensemble import add_member, load_networks, member_specs
 from models.warp import adapted_forward
-from tests.conftest import TINY
+from tests.conftest import TINY, random_bundle
 
 
 def _network(root: Path, name: str, seed: int, **changes: Any) -> Path:
-    torch.manual_seed(seed)
-    model = DS2(dataclasses.replace(TINY, **changes)).eval()
-    with torch.no_grad():
-        model.feat_mean.fill_(-8.0)
-        model.feat_std.fill_(3.0)
-    return save_bundle(model, root / name)
+    return random_bundle(root / name, dataclasses.replace(TINY, **changes), seed)
 
 
 @pytest.fixture

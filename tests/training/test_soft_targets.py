@@ -14,10 +14,11 @@ import pytest
 import torch
 
 import harken_cli
-from models.bundle import load_bundle, save_bundle
+from models.bundle import load_bundle
 from models.ds2 import DS2
 from models.ensemble import add_member, load_networks
 from models.manifest import Utterance
+from tests.conftest import random_bundle
 from tests.training.test_train import MODEL, Recording, make_corpus, train_config
 from training.batching import BatchConfig
 from training.data import Batch, DataConfig, SpeechDataset, collate
@@ -26,12 +27,7 @@ from training.train import export
 
 
 def _bundle(root: Path, name: str, seed: int, **changes: Any) -> Path:
-    torch.manual_seed(seed)
-    model = DS2(dataclasses.replace(MODEL, **changes)).eval()
-    with torch.no_grad():
-        model.feat_mean.fill_(-8.0)
-        model.feat_std.fill_(3.0)
-    return save_bundle(model, root / name)
+    return random_bundle(root / name, dataclasses.replace(MODEL, **changes), seed)
 
 
 def _ensemble(root: Path) -> Path:
