@@ -139,7 +139,8 @@ async def _stream(config: ClientConfig, utt: Utterance, result: UtteranceResult)
         max_size=2**22,
         close_timeout=2,
     ) as ws:
-        await ws.send(json.dumps(_config_message(utt, config)))
+        # the receiver starts first: a server that refuses the stream (no free slot) sends its
+        # error and closes before the config goes out, and that error is the failure's reason
         timeline = _Timeline()
         receiver = asyncio.create_task(_receive(ws, timeline))
         try:
@@ -170,13 +171,14 @@ async def _send_paced(
     receiver: asyncio.Task[None],
     timeline: _Timeline,
 ) -> tuple[float | None, float | None]:
-    """Chunks on the live schedule, then eos. Returns (first frame sent, eos sent) times;
+    """The config, chunks on the live schedule, then eos. Returns (first frame sent, eos sent) times;
     eos is None when the server ended the stream first (its reason is in the timeline)."""
     step = int(utt.sample_rate * config.chunk_ms / 1000) * 2
     period = config.chunk_ms / 1000 / config.speed
-    start = time.perf_counter()
     first_sent = None
     try:
+        await ws.send(json.dumps(_config_message(utt, config)))
+        start = time.perf_counter()
         for i, offset in enumerate(range(0, len(utt.pcm), step)):
             await _sleep_until(start + (i + 1) * period)
             if receiver.done():

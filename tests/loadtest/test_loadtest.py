@@ -114,7 +114,8 @@ def test_rejected_streams_are_failures_with_the_servers_reason(
     assert status == 1
     (r,) = results(tmp_path)
     assert r["utterances"] >= 1 and r["failures"] >= 1
-    assert any(reason.startswith("server error overloaded") for reason in reasons(tmp_path))
+    got = reasons(tmp_path)
+    assert any(reason.startswith("server error overloaded") for reason in got), got
 
 
 @contextmanager
