@@ -31,7 +31,8 @@ from decoder.metrics import ErrorRate, edit_distance
 from evaluation.peers import PEERS, PeerUnavailable, load_peer, transcribe_manifest
 from models import DEFAULT_BUNDLE
 from models.bundle import PRECISIONS
-from models.ensemble import Networks, load_networks
+from models.config import parse_bool
+from models.ensemble import Networks, alone_search, load_networks
 from models.features import featurize
 from models.manifest import Utterance, read_manifest
 from server.decoding import Decoder, build_decoder
@@ -283,6 +284,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="precision of the network (what `harken serve --dtype` would run)",
     )
     p.add_argument(
+        "--ensemble",
+        type=parse_bool,
+        default=True,
+        help="hear with every network of an ensemble bundle (false: its own network only, "
+        "with the settings it keeps for that; what `harken serve --ensemble false` runs)",
+    )
+    p.add_argument(
         "--peers",
         nargs="+",
         default=[],
@@ -296,7 +304,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    model = load_networks(args.bundle, dtype=args.dtype)
+    model = load_networks(args.bundle, dtype=args.dtype, ensemble=args.ensemble)
     utts = read_manifest(args.manifest, check_audio=True)
     utts = utts[: args.limit] if args.limit else utts
     if not utts:
@@ -305,7 +313,9 @@ def main(args: argparse.Namespace) -> int:
     if args.beam:
         if not (args.bundle / DECODER_JSON).is_file():
             print(f"note: {args.bundle} has no {DECODER_JSON}: beam search without an LM")
-        search = {"beam_width": args.beam_width} if args.beam_width > 0 else {}
+        search = {} if args.ensemble else alone_search(args.bundle)
+        if args.beam_width > 0:
+            search["beam_width"] = args.beam_width
         decoders["beam"] = build_decoder(args.bundle, model.config, "beam", search)
     try:
         report = evaluate(model, utts, decoders, args)

@@ -7,7 +7,11 @@ inside it and their shares of the mean:
 
     "ensemble": {"members": [{"bundle": "wide", "weight": 0.3}]}
 
-The bundle's own network takes the rest (0.7 here). Each member is a complete bundle
+The bundle's own network takes the rest (0.7 here). An optional `alone` entry holds the
+search settings tuned for the bundle's own network heard by itself (decoder.json's fields,
+e.g. `{"blank_penalty": 0.75}`), which a server or eval run with `--ensemble false` uses:
+that halves a pair's model cost at the accuracy the first network has alone. `harken
+ensemble` writes it from decoder.json when a bundle first gains a member. Each member is a complete bundle
 (weights, normalisation, its own speaker warps), loaded and adapted on its own; members
 must share the features, the alphabet and the streaming geometry (time stride, conv and
 row-conv look-ahead), so that every chunk yields the same output frames from each and the
@@ -47,12 +51,13 @@ class MemberSpec:
     weight: float
 
 
-def member_specs(path: str | Path) -> list[MemberSpec]:
-    """The bundle's networks, its own first; one member of weight 1 without `ensemble`."""
+def member_specs(path: str | Path, ensemble: bool = True) -> list[MemberSpec]:
+    """The bundle's networks, its own first; one member of weight 1 without `ensemble` (in
+    the bundle, or asked for: `ensemble=False` hears with the bundle's own network only)."""
     root = Path(path)
     meta = read_bundle_config(root)
     entry = meta.get("ensemble")
-    if entry is None:
+    if entry is None or not ensemble:
         return [MemberSpec(root, 1.0)]
     where = root / "config.json"
     members = entry.get("members") if isinstance(entry, dict) else None
@@ -127,21 +132,40 @@ class Networks:
     def num_parameters(self) -> int:
         return sum(m.num_parameters() for m in self.models)
 
-    def forward(self, feats: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, feats: Tensor, lengths: Tensor, adapt: bool = True) -> tuple[Tensor, Tensor]:
         """Mixed log-probs [B, T', V] and lengths: each member with its own speaker warps,
-        exactly as the streaming server hears the bundle."""
+        exactly as the streaming server hears the bundle; `adapt=False` hears the features
+        as they are (a teacher on training voices, where the warps would only add cost)."""
         outs, n = [], lengths
         for model in self.models:
-            lp, n = adapted_forward(model, feats.to(self.dtype), lengths)
+            x = feats.to(self.dtype)
+            lp, n = adapted_forward(model, x, lengths) if adapt else model(x, lengths)
             outs.append(lp)
         return mix(outs, self.weights), n
 
 
+def alone_search(path: str | Path) -> dict[str, float]:
+    """The search settings an ensemble bundle keeps for its own network heard alone (its
+    `ensemble.alone` entry; empty when it has none or is a single network)."""
+    root = Path(path)
+    entry = read_bundle_config(root).get("ensemble")
+    alone = entry.get("alone", {}) if isinstance(entry, dict) else {}
+    if not isinstance(alone, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in alone.values()
+    ):
+        raise BundleError(f"{root / 'config.json'}: ensemble.alone must map settings to numbers")
+    return {str(k): float(v) for k, v in alone.items()}
+
+
 def load_networks(
-    path: str | Path, device: str = "cpu", dtype: torch.dtype | str = torch.float32
+    path: str | Path,
+    device: str = "cpu",
+    dtype: torch.dtype | str = torch.float32,
+    ensemble: bool = True,
 ) -> Networks:
-    """Every network of a bundle, as `load_bundle` loads one."""
-    specs = member_specs(path)
+    """Every network of a bundle (its own only with `ensemble=False`), as `load_bundle`
+    loads one."""
+    specs = member_specs(path, ensemble)
     models = [load_bundle(s.path, device=device, dtype=dtype) for s in specs]
     _check_compatible(models, str(Path(path) / "config.json"))
     return Networks(models, [s.weight for s in specs])
@@ -160,7 +184,9 @@ def add_member(bundle: str | Path, member: str | Path, weight: float, name: str)
     meta = read_bundle_config(root)
     if "ensemble" in read_bundle_config(src):
         raise BundleError(f"{src}: a member cannot itself be an ensemble")
-    entry = meta.setdefault("ensemble", {"members": []})
+    if "ensemble" not in meta:
+        meta["ensemble"] = {"members": [], "alone": _tuned_search(root)}
+    entry = meta["ensemble"]
     entry["members"].append({"bundle": name, "weight": weight})
     dest.mkdir()
     try:
@@ -184,6 +210,23 @@ def add_member(bundle: str | Path, member: str | Path, weight: float, name: str)
             f"per-frame mean, from {src}); scores above this line were measured without it\n"
         )
     return dest
+
+
+# the decoder.json settings `harken tune-lm` tunes for the network it hears: what the bundle's
+# own network keeps for `--ensemble false` once the mix is tuned in their place
+TUNED = ("alpha", "beta", "blank_penalty")
+
+
+def _tuned_search(root: Path) -> dict[str, float]:
+    """The bundle's tuned search settings (decoder.json's), before a member joins."""
+    path = root / "decoder.json"
+    if not path.is_file():
+        return {}
+    try:
+        config = json.loads(path.read_text()).get("config", {})
+    except (OSError, ValueError, AttributeError) as e:
+        raise BundleError(f"{path}: unreadable ({e})") from None
+    return {k: float(config[k]) for k in TUNED if isinstance(config.get(k), int | float)}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from models.config import parse_bool
 from server.config import DECODERS, DEFAULT_BUNDLE, DEVICES, DTYPES
 
 SAMPLE_RATE = 16000
@@ -31,6 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=DEVICES, default="cpu")
     parser.add_argument("--dtype", choices=DTYPES, default="auto")
     parser.add_argument("--decoder", choices=DECODERS, default="beam")
+    parser.add_argument(
+        "--ensemble",
+        type=parse_bool,
+        default=True,
+        help="every network of an ensemble bundle (false: its own network only)",
+    )
     parser.add_argument("--words", action="store_true", help="include words with start/end/conf")
 
 
@@ -51,7 +58,11 @@ async def _local(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     try:
         config = ServerConfig(
-            bundle=args.bundle, device=args.device, dtype=args.dtype, decoder=args.decoder
+            bundle=args.bundle,
+            device=args.device,
+            dtype=args.dtype,
+            decoder=args.decoder,
+            ensemble=args.ensemble,
         )
         async with running_engine(config) as engine:
             return [await _local_file(engine, Path(f), args.words) for f in args.files]

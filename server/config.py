@@ -58,6 +58,10 @@ class ServerConfig:
     # the bundle's speaker adaptation (models/warp.py), when it has one: off saves the extra
     # model rows each new stream runs for its first seconds, at the accuracy it buys
     speaker_adaptation: bool = True
+    # an ensemble bundle's every network (models/ensemble.py); false: its own network only,
+    # with the search settings kept for it alone (about half a pair's model cost, a little
+    # accuracy: models/default's README section says how much)
+    ensemble: bool = True
     decoder: str = "beam"  # beam (with the bundle's LM when it has one) | greedy
     beam_size: int = 0  # beam width; 0 keeps the bundle's tuned decoder.json value
     # how far below the best a beam may score and stay (0 keeps decoder.json's): lower is

@@ -15,6 +15,7 @@ import torch
 
 from decoder.beam import warm_up
 from models.config import ModelConfig
+from models.ensemble import alone_search
 from server.config import ServerConfig
 from server.decoder_procs import DecoderProcess, start_processes
 from server.decoding import Decoder, DecoderPool, build_decoder
@@ -41,11 +42,14 @@ async def running_engine(
         config.device,
         dtype,
         config.speaker_adaptation,
+        config.ensemble,
     )
     if isinstance(runner, EnsembleRunner):
         shares = ", ".join(f"{w:.2f}" for w in runner.weights)
         log.info("ensemble of %d networks, shares of the mean %s", len(runner.runners), shares)
     model = runner.model.config
+    # the flags' settings over the bundle's own network's, when it is heard without its members
+    search = config.search if config.ensemble else {**alone_search(config.bundle), **config.search}
     chunk_frames = frames(model, config.chunk_ms)
     load_chunk_frames = frames(model, min(config.load_chunk_ms, config.max_chunk_ms))
     # every batch size Batch Dispatch can make at the live chunk lengths, and the long-step
@@ -70,11 +74,11 @@ async def running_engine(
                 model,
                 config.decoder,
                 config.decoder_workers,
-                config.search,
+                search,
             )
             decoders: list[Decoder] = list(processes)
         else:
-            shared = build_decoder(config.bundle, model, config.decoder, config.search)
+            shared = build_decoder(config.bundle, model, config.decoder, search)
             decoders = [shared] * config.decoder_workers
         pool = DecoderPool(decoders)
         dispatcher.start()

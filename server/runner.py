@@ -361,11 +361,15 @@ class EnsembleRunner:
 
 
 def runner_for_bundle(
-    path: str, device: str = "cpu", dtype: str = "fp32", speaker_adaptation: bool = True
+    path: str,
+    device: str = "cpu",
+    dtype: str = "fp32",
+    speaker_adaptation: bool = True,
+    ensemble: bool = True,
 ) -> ModelRunner | EnsembleRunner:
     """The runner a bundle needs: one network, or each of its ensemble's members (loaded and
-    checked as `harken eval` loads them)."""
-    networks = load_networks(path, device, dtype)
+    checked as `harken eval` loads them; `ensemble=False`: its own network only)."""
+    networks = load_networks(path, device, dtype, ensemble)
     runners = [ModelRunner.serving(m, speaker_adaptation) for m in networks.models]
     return runners[0] if len(runners) == 1 else EnsembleRunner(runners, networks.weights)
 

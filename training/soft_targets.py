@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from models.config import ModelConfig
-from models.ensemble import Networks, load_networks, mix
+from models.ensemble import Networks, load_networks
 
 
 class SoftTeacher:
@@ -49,11 +49,8 @@ class SoftTeacher:
     @torch.no_grad()
     def __call__(self, feats: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """Mixed log-probs [B, T', V] (float32) and output lengths [B]."""
-        outs, n = [], lengths
-        for model in self.networks.models:
-            lp, n = model(feats, lengths)
-            outs.append(lp.float())
-        return mix(outs, self.networks.weights), n
+        lp, n = self.networks.forward(feats, lengths, adapt=False)
+        return lp.float(), n
 
 
 def soft_losses(student: Tensor, teacher: Tensor, out_lengths: Tensor) -> Tensor:

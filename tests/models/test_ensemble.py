@@ -16,7 +16,7 @@ import torch
 from harken_cli import main as harken
 from models.bundle import BundleError, load_bundle
 from models.card import card
-from models.ensemble import add_member, load_networks, member_specs
+from models.ensemble import add_member, alone_search, load_networks, member_specs
 from models.warp import adapted_forward
 from tests.conftest import TINY, random_bundle
 
@@ -112,3 +112,32 @@ def test_the_command_adds_a_member_and_the_card_describes_it(
     text = card(meta, {}, {}, members=[("wide", 0.3, member_meta)])
     assert "- ensemble: this network's per-frame probabilities (0.70 of the mean)" in text
     assert "`wide/` (0.30): 1 x GRU of 48 units" in text
+
+
+def test_a_bundle_keeps_its_own_search_settings_for_hearing_it_alone(
+    own: Path, tmp_path: Path
+) -> None:
+    """The first member snapshots decoder.json's tuned settings into `ensemble.alone`; a
+    re-tune of the mix and a second member leave them, and `ensemble=False` loads one net."""
+    tuned = {"alpha": 0.5, "beta": 1.5, "blank_penalty": 0.75, "beam_width": 64}
+    (own / "decoder.json").write_text(json.dumps({"unit": "word", "config": tuned}))
+    add_member(own, _network(tmp_path, "wide", 1, rnn_hidden=48), 0.3, "wide")
+    retuned = {**tuned, "blank_penalty": 1.25}
+    (own / "decoder.json").write_text(json.dumps({"unit": "word", "config": retuned}))
+    add_member(own, _network(tmp_path, "deep", 2, rnn_layers=2), 0.2, "deep")
+    assert alone_search(own) == {"alpha": 0.5, "beta": 1.5, "blank_penalty": 0.75}
+    (net,) = load_networks(own, ensemble=False).models
+    x, lengths = torch.randn(1, 40, TINY.features.n_bins) * 3 - 8, torch.tensor([40])
+    expected, _ = adapted_forward(load_bundle(own), x, lengths)
+    torch.testing.assert_close(adapted_forward(net, x, lengths)[0], expected)
+    assert len(load_networks(own).models) == 3
+
+
+def test_settings_for_hearing_alone_must_be_numbers(own: Path, tmp_path: Path) -> None:
+    add_member(own, _network(tmp_path, "wide", 1, rnn_hidden=48), 0.3, "wide")
+    assert alone_search(own) == {}  # no decoder.json: nothing was tuned
+    meta = json.loads((own / "config.json").read_text())
+    meta["ensemble"]["alone"] = {"blank_penalty": "high"}
+    (own / "config.json").write_text(json.dumps(meta))
+    with pytest.raises(BundleError, match="ensemble.alone must map settings to numbers"):
+        alone_search(own)

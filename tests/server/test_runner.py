@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pytest
 import torch
 
+from evaluation.cli_eval import decode_all
 from models.bundle import load_bundle
 from models.ds2 import DS2
 from models.ensemble import Networks, load_networks
@@ -17,6 +21,7 @@ from models.features import featurize
 from models.metrics import greedy_decode
 from models.warp import adapted_forward
 from server.config import ServerConfig
+from server.decoding import build_decoder
 from server.dispatch import BatchDispatcher, Work
 from server.engine import running_engine
 from server.runner import (
@@ -213,3 +218,32 @@ def test_the_server_hears_an_ensemble_bundle_as_eval_does(
     alone = load_networks(warped_bundle)
     assert asyncio.run(run()) == expected
     assert expected != greedy_decode(_whole(alone, feats), alone.config.alphabet)
+
+
+def test_ensemble_false_serves_the_own_network_with_the_settings_kept_for_it(
+    ensemble_bundle: Path, warped_bundle: Path, tmp_path: Path
+) -> None:
+    """`--ensemble false` on a pair: the transcript is the own network's alone, searched with
+    the settings the bundle keeps for it (`ensemble.alone`); a flag still overrides them."""
+    bundle = tmp_path / "pair"
+    shutil.copytree(ensemble_bundle, bundle)
+    meta = json.loads((bundle / "config.json").read_text())
+    meta["ensemble"]["alone"] = {"blank_penalty": 6.0}
+    (bundle / "config.json").write_text(json.dumps(meta))
+    audio = _utterance(6, 1.9)
+
+    async def run(**changes: Any) -> str:
+        config = ServerConfig(dtype="fp32", bundle=str(bundle), decoder_processes=False, **changes)
+        async with running_engine(config) as engine:
+            return (await transcribe(engine, audio))[1].text
+
+    alone = load_networks(warped_bundle)
+    out = _whole(alone, featurize(audio, alone.config.features))
+
+    def beam(penalty: float) -> str:
+        decoder = build_decoder(warped_bundle, alone.config, "beam", {"blank_penalty": penalty})
+        return decode_all(decoder, [out])[0][0]
+
+    assert asyncio.run(run(ensemble=False)) == beam(6.0) != beam(0.0)
+    assert asyncio.run(run(ensemble=False, blank_penalty=0.0)) == beam(0.0)
+    assert asyncio.run(run()) != beam(6.0)  # by default both networks hear it
