@@ -171,8 +171,9 @@ async def _send_paced(
     receiver: asyncio.Task[None],
     timeline: _Timeline,
 ) -> tuple[float | None, float | None]:
-    """The config, chunks on the live schedule, then eos. Returns (first frame sent, eos sent) times;
-    eos is None when the server ended the stream first (its reason is in the timeline)."""
+    """The config, chunks on the live schedule, then eos. Returns (first frame sent, eos
+    sent) times; eos is None when the server ended the stream first (its reason is in the
+    timeline)."""
     step = int(utt.sample_rate * config.chunk_ms / 1000) * 2
     period = config.chunk_ms / 1000 / config.speed
     first_sent = None

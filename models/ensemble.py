@@ -11,11 +11,12 @@ The bundle's own network takes the rest (0.7 here). An optional `alone` entry ho
 search settings tuned for the bundle's own network heard by itself (decoder.json's fields,
 e.g. `{"blank_penalty": 0.75}`), which a server or eval run with `--ensemble false` uses:
 that halves a pair's model cost at the accuracy the first network has alone. `harken
-ensemble` writes it from decoder.json when a bundle first gains a member. Each member is a complete bundle
-(weights, normalisation, its own speaker warps), loaded and adapted on its own; members
-must share the features, the alphabet and the streaming geometry (time stride, conv and
-row-conv look-ahead), so that every chunk yields the same output frames from each and the
-server can mix them as they come. The LM and decoder settings are the bundle's own, and
+ensemble` writes it from decoder.json when a bundle first gains a member.
+
+Each member is a complete bundle (weights, normalisation, its own speaker warps), loaded
+and adapted on its own; members must share the features, the alphabet and the streaming
+geometry (time stride, conv and row-conv look-ahead), so that every chunk yields the same
+output frames from each and the server can mix them as they come. The LM and decoder settings are the bundle's own, and
 `harken tune-lm` tunes them on the mix; `harken tune-warp` tunes the bundle's own network's
 warps, so tune a member's before it joins (`harken ensemble`).
 """

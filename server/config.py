@@ -59,8 +59,8 @@ class ServerConfig:
     # model rows each new stream runs for its first seconds, at the accuracy it buys
     speaker_adaptation: bool = True
     # an ensemble bundle's every network (models/ensemble.py); false: its own network only,
-    # with the search settings kept for it alone (about half a pair's model cost, a little
-    # accuracy: models/default's README section says how much)
+    # with the search settings kept for it alone: half a pair's model steps, for about a
+    # point of WER on models/default (README, "What the bundled model is good for")
     ensemble: bool = True
     decoder: str = "beam"  # beam (with the bundle's LM when it has one) | greedy
     beam_size: int = 0  # beam width; 0 keeps the bundle's tuned decoder.json value
