@@ -12,8 +12,11 @@ AVX512-BF16 only, served 48 streams with about 30% higher latency in bf16 than i
 int8 recurrent layers (`models/quantize.py`) beat both on the Xeon with AMX (family 6 model
 207): at 10 and 20 streams they halved the median latency against bf16 and cut p98 by a
 third, at the same WER (`loadtest/results/int8/`); the recurrence's weights, read at every
-step, take a quarter of fp32's bytes. Not yet measured on other CPUs, which keep what was.
-So: fp16 on CUDA; int8 where the CPU flags show AMX; bf16 on a CPU that is not Intel's with
+step, take a quarter of fp32's bytes. On AMD Zen 5 (family 26) the same held for the shipped
+pair of networks: at 10, 20 and 40 streams int8 cut the median and p98 by a third to a half
+against bf16, and for one network it was level (`models/results/ensemble/latency_zen5/`).
+Not yet measured on Zen 4 or AVX2-only CPUs, which keep what was. So: fp16 on CUDA; int8 where
+the CPU flags show AMX, and on AMD from Zen 5 on; bf16 on another CPU that is not Intel's with
 AVX512-BF16; fp32 elsewhere.
 """
 
@@ -50,6 +53,12 @@ def cpu_vendor(cpuinfo: Path = CPUINFO) -> str:
     return _first("vendor_id", cpuinfo)
 
 
+def cpu_family(cpuinfo: Path = CPUINFO) -> int:
+    """The first CPU's family number (AMD Zen 4 is 25, Zen 5 is 26); 0 where unknown."""
+    family = _first("cpu family", cpuinfo)
+    return int(family) if family.isdigit() else 0
+
+
 def cpu_description(cpuinfo: Path = CPUINFO) -> str:
     """The CPU as benchmark results name it: model name, family and model (a VM may call
     every EPYC generation "AMD EPYC"), its native bf16 units and the cores this process may
@@ -63,8 +72,15 @@ def cpu_description(cpuinfo: Path = CPUINFO) -> str:
     return f"{name} ({'; '.join(details)})"
 
 
+ZEN5_FAMILY = 26  # the first AMD family where int8 was measured faster than bf16
+
+
 def resolve_dtype(
-    requested: str, device: str, flags: frozenset[str] | None = None, vendor: str | None = None
+    requested: str,
+    device: str,
+    flags: frozenset[str] | None = None,
+    vendor: str | None = None,
+    family: int | None = None,
 ) -> tuple[str, str]:
     """The dtype to load the model in, and why (for the start-up log)."""
     if requested != "auto":
@@ -77,6 +93,12 @@ def resolve_dtype(
         return "int8", (
             "auto: int8 recurrent layers, on this CPU with AMX "
             "(measured faster than bf16 and fp32 there: loadtest/results/int8)"
+        )
+    family = cpu_family() if family is None else family
+    if units and vendor == "AuthenticAMD" and family >= ZEN5_FAMILY:
+        return "int8", (
+            "auto: int8 recurrent layers, on this AMD CPU of family 26 or later (Zen 5 measured "
+            "faster than bf16 there: models/results/ensemble/latency_zen5)"
         )
     if units == ["avx512_bf16"] and vendor == "GenuineIntel":
         return "fp32", (

@@ -1,4 +1,4 @@
-"""`--dtype auto`: fp16 on CUDA, int8 on a CPU with AMX, bf16 where a CPU's native bf16 units
+"""`--dtype auto`: fp16 on CUDA, int8 on a CPU with AMX or an AMD Zen 5, bf16 where a CPU's native bf16 units
 were measured to pay, fp32 elsewhere; and
 the default model in bf16 or int8 still hears real words (whatever this machine's CPU)."""
 
@@ -12,7 +12,13 @@ import pytest
 
 from server.config import DEFAULT_BUNDLE, ServerConfig
 from server.engine import running_engine
-from server.precision import cpu_description, cpu_flags, cpu_vendor, resolve_dtype
+from server.precision import (
+    cpu_description,
+    cpu_family,
+    cpu_flags,
+    cpu_vendor,
+    resolve_dtype,
+)
 from server.session import transcribe
 from tests.server.serving import speak
 
@@ -23,20 +29,27 @@ INTEL, AMD = "GenuineIntel", "AuthenticAMD"
 
 
 @pytest.mark.parametrize(
-    ("device", "flags", "vendor", "dtype"),
+    ("device", "flags", "vendor", "family", "dtype"),
     [
-        ("cuda", AVX2, INTEL, "fp16"),
-        ("cpu", AVX2 | {"avx512_bf16"}, AMD, "bf16"),  # AMD Zen 4
-        ("cpu", AVX2 | {"amx_bf16", "amx_tile", "avx512_bf16"}, INTEL, "int8"),  # Sapphire Rapids
-        ("cpu", AVX2 | {"avx512_bf16", "avx512_fp16"}, INTEL, "fp32"),  # its AMX hidden
-        ("cpu", AVX2, AMD, "fp32"),
-        ("cpu", frozenset(), "", "fp32"),  # flags unreadable (not Linux)
+        ("cuda", AVX2, INTEL, 6, "fp16"),
+        ("cpu", AVX2 | {"avx512_bf16"}, AMD, 25, "bf16"),  # AMD Zen 4
+        ("cpu", AVX2 | {"avx512_bf16", "avx512_vnni"}, AMD, 26, "int8"),  # AMD Zen 5
+        (
+            "cpu",
+            AVX2 | {"amx_bf16", "amx_tile", "avx512_bf16"},
+            INTEL,
+            6,
+            "int8",
+        ),  # Sapphire Rapids
+        ("cpu", AVX2 | {"avx512_bf16", "avx512_fp16"}, INTEL, 6, "fp32"),  # its AMX hidden
+        ("cpu", AVX2, AMD, 23, "fp32"),  # Zen 2
+        ("cpu", frozenset(), "", 0, "fp32"),  # flags unreadable (not Linux)
     ],
 )
 def test_auto_follows_the_hardware(
-    device: str, flags: frozenset[str], vendor: str, dtype: str
+    device: str, flags: frozenset[str], vendor: str, family: int, dtype: str
 ) -> None:
-    chosen, why = resolve_dtype("auto", device, flags, vendor)
+    chosen, why = resolve_dtype("auto", device, flags, vendor, family)
     assert chosen == dtype and why.startswith(f"auto: {dtype}")
 
 
@@ -53,6 +66,9 @@ def test_flags_are_read_from_cpuinfo(tmp_path: Path) -> None:
     )
     assert cpu_flags(info) == {"fpu", "avx2", "avx512_bf16"}
     assert cpu_vendor(info) == "GenuineIntel"
+    assert cpu_family(info) == 0  # no family line
+    info.write_text("vendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n")
+    assert cpu_family(info) == 26
     assert cpu_flags(tmp_path / "missing") == frozenset()
     assert cpu_vendor(tmp_path / "missing") == ""
 
