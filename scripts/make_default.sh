@@ -569,7 +569,7 @@ case "${1:-}" in
     # runs/soft_teacher at the first start, so that a resumed run hears the same teacher. The
     # student is models/default; INIT=runs/wide768x/bundle CONFIG=scripts/net_mel_3x768.json
     # makes it the wide network instead (int8 serves it at about models/default's cost).
-    # TEXT= (empty) leaves corpus3 out: a fresh machine rebuilds data/corpus in 40 minutes
+    # TEXT= (empty) leaves corpus3 out: `corpus` rebuilds data/corpus in about 7 minutes on a Zen 5
     [ -d runs/soft_teacher ] || cp -r "${TEACHER:-runs/wide768x/pair}" runs/soft_teacher
     # shellcheck disable=SC2086  # TEXT is zero or one manifest
     SOFT_TEACHER=runs/soft_teacher BUDGET_S=${BUDGET_S:-4500} BATCH=${BATCH:-32} \
