@@ -4,7 +4,8 @@
     harken build-lm --text data/corpus/lm_text.txt*3 data/lm/wordnet.txt --out runs/my/bundle
 
 writes OUT/lm.binary (trie, 8-bit quantised), OUT/unigrams.txt (the vocabulary, for the
-partial-word check) and OUT/decoder.json. A bundle's existing decoder.json keeps its search
+partial-word check) and OUT/decoder.json, which also records what each text held (so a model
+card can say what the LM read after the texts are gone). A bundle's existing decoder.json keeps its search
 settings (beam width, threshold, ...; a new LM into models/default must not bring back the
 defaults' narrower search), and its weight and bonus unless --alpha/--beta are given: both
 were tuned for the old LM, so re-tune them (`harken tune-lm`). The first run compiles
@@ -14,11 +15,14 @@ KenLM's lmplz and build_binary (decoder/kenlm_tools.py, a few minutes); later ru
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import subprocess
 import tempfile
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from decoder.alphabet import ENGLISH
 from decoder.beam import DecoderConfig
@@ -90,7 +94,10 @@ def main(args: argparse.Namespace) -> int:
         args.memory,
         args.kenlm_dir,
     )
-    write_decoder_json(args.out, config, args.unit, args.order, "lm.binary", "unigrams.txt")
+    described = [describe_text(path, times) for path, times in texts]
+    write_decoder_json(
+        args.out, config, args.unit, args.order, "lm.binary", "unigrams.txt", described
+    )
     size = (args.out / "lm.binary").stat().st_size
     print(f"wrote {args.out}/lm.binary ({size / 1e6:.2f} MB), unigrams.txt, decoder.json")
     if kept:
@@ -106,6 +113,32 @@ def weighted_text(spec: str) -> tuple[Path, int]:
     if not Path(path).is_file():
         raise ValueError(f"--text {path} does not exist")
     return Path(path), int(times)
+
+
+def describe_text(path: Path, times: int) -> dict[str, Any]:
+    """What one text gave the LM: its file, repeat count, sentences, words and distinct words,
+    and, where `harken lm-text` wrote its report beside it (NAME.report.json), the held-out
+    manifests it was filtered against and the shared-run length that filter used."""
+    words: Counter[str] = Counter()
+    sentences = 0
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            tokens = line.split()
+            if tokens:
+                sentences += 1
+                words.update(tokens)
+    record: dict[str, Any] = {
+        "file": str(path),
+        "times": times,
+        "sentences": sentences,
+        "words": sum(words.values()),
+        "vocabulary": len(words),
+    }
+    report = path.with_name(path.stem + ".report.json")
+    if report.is_file():
+        held = json.loads(report.read_text())
+        record |= {k: held[k] for k in ("held_out", "ngram") if k in held}
+    return record
 
 
 def check_text(path: Path, alphabet: str) -> None:

@@ -23,11 +23,26 @@ _NOT_SAVED = ("frame_seconds",)
 
 
 def write_decoder_json(
-    directory: Path, config: DecoderConfig, unit: Unit, order: int, lm: str, unigrams: str
+    directory: Path,
+    config: DecoderConfig,
+    unit: Unit,
+    order: int,
+    lm: str,
+    unigrams: str,
+    texts: list[dict[str, Any]] | None = None,
 ) -> Path:
-    """Write (or overwrite) DIR/decoder.json; returns its path."""
+    """Write (or overwrite) DIR/decoder.json; returns its path. `texts` records what the LM
+    was built from (`decoder.build.describe_text`); the search never reads it."""
     settings = {k: v for k, v in dataclasses.asdict(config).items() if k not in _NOT_SAVED}
-    doc = {"lm": lm, "unigrams": unigrams, "unit": unit, "order": order, "config": settings}
+    doc: dict[str, Any] = {
+        "lm": lm,
+        "unigrams": unigrams,
+        "unit": unit,
+        "order": order,
+        "config": settings,
+    }
+    if texts is not None:
+        doc["texts"] = texts
     path = directory / DECODER_JSON
     path.write_text(json.dumps(doc, indent=2) + "\n")
     return path

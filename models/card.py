@@ -156,28 +156,33 @@ def provenance_lines(prov: dict[str, Any]) -> list[str]:
 
 
 def language_model_lines(
-    decoder: dict[str, Any],
-    vocabulary: int,
-    lm_bytes: int,
-    corpus_sentences: int | None,
-    lm_text: dict[str, dict[str, Any]],
+    decoder: dict[str, Any], vocabulary: int, lm_bytes: int, names: dict[str, str] | None = None
 ) -> list[str]:
-    """The LM section: what the decoder reads, from which text, at which weight."""
+    """The LM section: what the decoder reads, from which text, at which weight.
+
+    The texts are the ones `harken build-lm` recorded in decoder.json, so the card can be
+    written where they no longer exist; `names` says in words what a file (as recorded) is."""
     cfg = decoder.get("config", {})
+    names = names or {}
     lines = [
         "## Language model",
         f"- KenLM {decoder.get('order')}-gram over {decoder.get('unit', 'word')}s, "
         f"{vocabulary:,} words, {lm_bytes / 1e6:.1f} MB",
     ]
-    if corpus_sentences is not None:
+    if "texts" not in decoder:
+        lines.append("- text: not recorded (decoder.json was written before build-lm kept it)")
+    for text in decoder.get("texts", []):
+        name = names.get(text["file"], text["file"])
+        times = f", counted {text['times']} times" if text["times"] > 1 else ""
+        held = ""
+        if "held_out" in text:
+            held = (
+                f" (none sharing {text['ngram']} words with {len(text['held_out'])} held-out "
+                "manifests)"
+            )
         lines.append(
-            f"- text: the corpus's {corpus_sentences:,} fortune sentences that dev and test do not use"
-        )
-    for name, report in lm_text.items():
-        lines.append(
-            f"- text: {name}, {report['kept']:,} sentences, {report['words']:,} words, "
-            f"{report['vocabulary']:,} distinct (none sharing {report['ngram']} words with "
-            f"{len(report['held_out'])} held-out manifests)"
+            f"- text: {name}{times}, {text['sentences']:,} sentences, {text['words']:,} words, "
+            f"{text['vocabulary']:,} distinct{held}"
         )
     lines.append(
         f"- weight {cfg.get('alpha')}, insertion bonus {cfg.get('beta')} (`harken tune-lm` on "
@@ -279,10 +284,10 @@ def main() -> int:
         help="CARD.md of the bundle this one continued from: its data lines carry over",
     )
     p.add_argument(
-        "--lm-text",
+        "--lm-name",
         action="append",
         default=[],
-        help="NAME=report.json of `harken lm-text`, a further text the LM was built from",
+        help="FILE=NAME: what a text decoder.json records (by its build-lm path) is, in words",
     )
     args = p.parse_args()
     meta = json.loads((args.bundle / "config.json").read_text())
@@ -299,16 +304,9 @@ def main() -> int:
     if (args.bundle / "decoder.json").is_file():
         decoder = json.loads((args.bundle / "decoder.json").read_text())
         unigrams = (args.bundle / decoder["unigrams"]).read_text().split()
-        texts = {}
-        for item in args.lm_text:
-            name, _, path = item.partition("=")
-            texts[name] = json.loads(Path(path).read_text())
+        names = dict(item.partition("=")[::2] for item in args.lm_name)
         language_model = language_model_lines(
-            decoder,
-            len(unigrams),
-            (args.bundle / decoder["lm"]).stat().st_size,
-            stats.get("lm_sentences"),
-            texts,
+            decoder, len(unigrams), (args.bundle / decoder["lm"]).stat().st_size, names
         )
     earlier = args.earlier_card.read_text() if args.earlier_card else None
     members = [  # models/ensemble.py's entry (its loader checked it when `evaluate` ran)

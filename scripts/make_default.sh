@@ -576,6 +576,45 @@ case "${1:-}" in
       light_stage soft "${LR:-5e-5}" data/corpus/train.jsonl ${TEXT-data/corpus3/train.jsonl} \
       "data/asterisk/train.jsonl*${HER:-14}"
     ;;
+  look)
+    # a quick look at a trainer's export (RUN/bundle, or MEMBER) as the first network of
+    # models/default would serve it (models/results/soft.md): models/default's LM and the search
+    # settings it keeps for its own network alone (`ensemble.alone`), its warps tuned on TTS
+    # dev, beam WER on TTS dev and her dev, each compared utterance by utterance with the
+    # shipped network alone (`--ensemble false`) and the shipped pair (measured once into
+    # runs/look_base); then the export beside models/default/wide at W (a new pair's reading)
+    L=$RUN/look
+    mkdir -p $L/bundle runs/look_base
+    cp "${MEMBER:-$RUN/bundle}"/{model.safetensors,config.json} $L/bundle/
+    cp models/default/{lm.binary,unigrams.txt} $L/bundle/
+    .venv/bin/python -c 'import json, sys
+dec = json.load(open("models/default/decoder.json"))
+dec["config"].update(json.load(open("models/default/config.json"))["ensemble"]["alone"])
+json.dump(dec, open(sys.argv[1], "w"), indent=2)' $L/bundle/decoder.json
+    $H tune-warp --bundle $L/bundle --manifest data/corpus/dev.jsonl \
+      --decide-frames "${DECIDE_FRAMES:-20}" --out $L/warp_dev.json
+    for s in corpus asterisk; do
+      for base in alone pair; do
+        flag=(); [ $base = alone ] && flag=(--ensemble false)
+        [ -f runs/look_base/${base}_$s.json ] ||
+          $H eval --bundle models/default "${flag[@]}" --manifest data/$s/dev.jsonl --beam \
+            --threads 2 --out runs/look_base/${base}_$s.json
+      done
+      $H eval --bundle $L/bundle --manifest data/$s/dev.jsonl --beam --threads 2 \
+        --out $L/student_$s.json
+      for base in alone pair; do
+        $H compare runs/look_base/${base}_$s.json $L/student_$s.json --out $L/compare_${base}_$s.md
+      done
+    done
+    # the new pair decodes with the shipped pair's settings (decoder.json's own)
+    cp -r $L/bundle $L/bundle.pairdec
+    cp models/default/decoder.json $L/bundle.pairdec/
+    for s in corpus asterisk; do
+      .venv/bin/python models/results/ensemble/two_networks.py $L/bundle.pairdec \
+        models/default/wide data/$s/dev.jsonl $L/pair_$s.json "${W:-0.3}"
+    done
+    cat $L/compare_*.md
+    ;;
   light6soup)
     # models/default since the nineteenth session: light6's candidate (after `finish` with
     # RUN=runs/light6 B=runs/light6/candidate) averaged 1:1 with the bundle it started from
@@ -708,12 +747,13 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
       --eval "real dev (Asterisk prompts)=$R/default_eval_real_dev.json" \
       --eval "real test (Asterisk prompts; her train split was trained on: adaptation to her)=$R/default_eval_real_test.json" \
       --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json" \
-      --lm-text "WordNet's glosses=data/lm/wordnet.report.json" \
-      --lm-text "the sentences corpus5-8 speak=data/lm/corpora.report.json" \
-      --lm-text "her train prompts, counted 30 times=data/lm/her_train.report.json"
+      --lm-name "data/corpus/lm_text.txt=the corpus's fortune sentences that dev and test do not use" \
+      --lm-name "data/lm/wordnet.txt=WordNet's glosses" \
+      --lm-name "data/lm/corpora.txt=the sentences corpus5-8 speak" \
+      --lm-name "data/lm/her_train.txt=her train prompts"
     ;;
   *)
-    echo "usage: $0 data|corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|wide768x|her|her2|soft|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
+    echo "usage: $0 data|corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|wide768x|her|her2|soft|look|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate" >&2; exit 2
     ;;
 esac
 exit

@@ -36,7 +36,15 @@ def test_a_repeated_text_weighs_more_and_both_vocabularies_are_kept(tmp_path: Pa
     assert _score(heavy, "the dog ran") < _score(even, "the dog ran")
     words = set((heavy / "unigrams.txt").read_text().split())
     assert {"cat", "mat", "dog", "bone"} <= words
-    assert (heavy / "decoder.json").is_file()
+    # decoder.json records what each text gave, with lm-text's held-out filter where it ran
+    assert read_decoder_json(heavy)["texts"] == [
+        {"file": f"{cats}", "times": 4, "sentences": 3, "words": 17, "vocabulary": 9},
+        {"file": f"{dogs}", "times": 1, "sentences": 3, "words": 17, "vocabulary": 10},
+    ]
+    (tmp_path / "dogs.report.json").write_text('{"kept": 3, "held_out": ["dev.jsonl"], "ngram": 6}')
+    assert _run("--text", dogs, "--order", "3", "--prune", "0", "--out", even) == 0
+    (text,) = read_decoder_json(even)["texts"]
+    assert text["held_out"] == ["dev.jsonl"] and text["ngram"] == 6 and text["vocabulary"] == 10
 
 
 def test_missing_text_and_bad_repeat_count_are_refused(tmp_path: Path) -> None:

@@ -84,28 +84,35 @@ def test_a_continued_model_keeps_the_data_its_earlier_stages_learnt() -> None:
 
 
 def test_the_language_model_and_its_texts_are_described() -> None:
+    fortunes = {"file": "c/lm_text.txt", "times": 3, "sentences": 26333, "words": 294844,
+                "vocabulary": 22630}  # fmt: skip
+    wordnet = {"file": "lm/wordnet.txt", "times": 1, "sentences": 168253, "words": 1444238,
+               "vocabulary": 52702, "held_out": ["dev.jsonl", "test.jsonl"], "ngram": 6}  # fmt: skip
     decoder = {
         "order": 4,
         "unit": "word",
         "config": {"alpha": 0.59, "beta": 1.48, "beam_width": 192},
+        "texts": [fortunes, wordnet],
     }
-    wordnet = {
-        "kept": 168253,
-        "words": 1444238,
-        "vocabulary": 52702,
-        "held_out": ["dev.jsonl", "test.jsonl"],
-        "ngram": 6,
-    }
-    lines = language_model_lines(decoder, 58924, 7_516_338, 26333, {"WordNet's glosses": wordnet})
+    names = {"c/lm_text.txt": "the corpus's fortunes that dev and test do not use"}
+    lines = language_model_lines(decoder, 58924, 7_516_338, names)
     text = card(_meta(), {}, {}, None, lines)
     assert "## Language model\n- KenLM 4-gram over words, 58,924 words, 7.5 MB" in text
-    assert "- text: the corpus's 26,333 fortune sentences that dev and test do not use" in text
     assert (
-        "- text: WordNet's glosses, 168,253 sentences, 1,444,238 words, 52,702 distinct "
+        "- text: the corpus's fortunes that dev and test do not use, counted 3 times, "
+        "26,333 sentences, 294,844 words, 22,630 distinct\n" in text
+    )
+    assert (
+        "- text: lm/wordnet.txt, 168,253 sentences, 1,444,238 words, 52,702 distinct "
         "(none sharing 6 words with 2 held-out manifests)" in text
     )
     assert "- weight 0.59, insertion bonus 1.48 (`harken tune-lm` on dev), beam 192" in text
     assert "blank penalty" not in text  # none set, none described
     decoder["config"]["blank_penalty"] = 0.75  # type: ignore[index]
-    lines = language_model_lines(decoder, 58924, 7_516_338, 26333, {})
+    lines = language_model_lines(decoder, 58924, 7_516_338)
     assert any(line.startswith("- blank penalty 0.75: ") for line in lines)
+    del decoder["texts"]  # an LM built before build-lm recorded them: said, not invented
+    lines = language_model_lines(decoder, 58924, 7_516_338)
+    assert [line for line in lines if line.startswith("- text: ")] == [
+        "- text: not recorded (decoder.json was written before build-lm kept it)"
+    ]
