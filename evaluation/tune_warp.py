@@ -3,8 +3,8 @@
 
 The network runs once per distinct factor over the manifest; every candidate set is then
 scored by merging those outputs exactly as a served stream does (`models/warp.select`).
-A larger set costs more compute for each stream's first seconds, so it must beat the
-smaller ones by `--min-gain` CER points to be chosen.
+A larger set costs more compute for each stream's first seconds (for the whole stream with
+`--merge mean`), so it must beat the smaller ones by `--min-gain` CER points to be chosen.
 
     harken tune-warp --bundle models/default --manifest data/corpus/dev.jsonl
 """
@@ -24,7 +24,7 @@ import torch
 
 from models import DEFAULT_BUNDLE
 from models.bundle import load_bundle, read_bundle_config
-from models.config import ModelConfig
+from models.config import WARP_MERGES, ModelConfig, WarpMerge
 from models.ds2 import DS2
 from models.features import featurize
 from models.manifest import Utterance, read_manifest
@@ -72,12 +72,13 @@ def score(
     factors: tuple[float, ...],
     decide_frames: int,
     alphabet: Sequence[str],
+    merge: str = "choose",
 ) -> Trial:
     """Greedy error rates of one candidate set, merged as the server merges them."""
     hyps = []
     for per_factor in outputs:
         if factors:
-            choice = WarpChoice.start(len(factors), factors)
+            choice = WarpChoice.start(len(factors), factors, merge)
             merged = select([per_factor[a] for a in factors], choice, decide_frames)
         else:
             merged = per_factor[1.0]
@@ -98,11 +99,15 @@ def best_trial(trials: Sequence[Trial], min_gain: float) -> Trial:
     return chosen
 
 
-def write_warp(bundle: Path, factors: tuple[float, ...], decide_frames: int) -> None:
+def write_warp(
+    bundle: Path, factors: tuple[float, ...], decide_frames: int, merge: WarpMerge = "choose"
+) -> None:
     """Store the choice in the bundle's config.json (validated as a ModelConfig first)."""
     meta = read_bundle_config(bundle)
     cfg = ModelConfig.from_dict(meta["model"])
-    cfg = dataclasses.replace(cfg, warp_factors=factors, warp_decide_frames=decide_frames)
+    cfg = dataclasses.replace(
+        cfg, warp_factors=factors, warp_decide_frames=decide_frames, warp_merge=merge
+    )
     meta["model"] = cfg.to_dict()
     (bundle / "config.json").write_text(json.dumps(meta, indent=1) + "\n")
 
@@ -129,6 +134,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="factor sets to try, each comma-separated ('0.8,1.0') or 'off'",
     )
     parser.add_argument("--decide-frames", type=int, default=100, help="frames before fixing")
+    parser.add_argument(
+        "--merge",
+        choices=WARP_MERGES,
+        help="how a stream merges its warped copies: keep the most confident ('choose') or "
+        "average them all for good ('mean': better on unseen voices, costs the factors' count "
+        "in network steps); default: the bundle's own",
+    )
     parser.add_argument("--min-gain", type=float, default=0.005, help="CER a larger set must win")
     parser.add_argument("--limit", type=int, default=0, help="first N utterances (0: all)")
     parser.add_argument("--out", type=Path, help="also write the trials as JSON here")
@@ -137,6 +149,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     model = load_bundle(args.bundle)
+    merge = args.merge or model.config.warp_merge
     for c in args.candidates:  # the same check a bundle's config gets, before any work
         dataclasses.replace(model.config, warp_factors=c, warp_decide_frames=args.decide_frames)
     utterances = read_manifest(args.manifest, check_audio=True)
@@ -145,7 +158,8 @@ def main(args: argparse.Namespace) -> int:
     outputs = _outputs(model, utterances, factors)
     refs = [u.text for u in utterances]
     trials = [
-        score(outputs, refs, c, args.decide_frames, model.config.alphabet) for c in args.candidates
+        score(outputs, refs, c, args.decide_frames, model.config.alphabet, merge)
+        for c in args.candidates
     ]
     for t in trials:
         name = ", ".join(f"{a:g}" for a in t.factors) or "off"
@@ -156,6 +170,7 @@ def main(args: argparse.Namespace) -> int:
         "manifest": str(args.manifest),
         "utterances": len(utterances),
         "decide_frames": args.decide_frames,
+        "merge": merge,
         "trials": [dataclasses.asdict(t) for t in trials],
         "best": dataclasses.asdict(best),
     }
@@ -164,6 +179,9 @@ def main(args: argparse.Namespace) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=1) + "\n")
     if not args.dry_run:
-        write_warp(args.bundle, best.factors, args.decide_frames)
-        print(f"wrote warp_factors={list(best.factors)} into {args.bundle}/config.json")
+        write_warp(args.bundle, best.factors, args.decide_frames, merge)
+        print(
+            f"wrote warp_factors={list(best.factors)}, warp_merge={merge} into "
+            f"{args.bundle}/config.json"
+        )
     return 0

@@ -117,6 +117,11 @@ def _adaptation(cfg: ModelConfig) -> str:
     if not cfg.warp_factors:
         return "none"
     factors = ", ".join(f"{a:g}" for a in cfg.warp_factors)
+    if cfg.warp_merge == "mean":
+        return (
+            f"each stream runs on frequency warps {factors} of its input and averages their "
+            "probabilities, frame by frame, for the whole stream (`harken tune-warp` on dev)"
+        )
     seconds = cfg.warp_decide_frames * cfg.frame_seconds
     return (
         f"each stream runs on frequency warps {factors} of its input and keeps, frame by frame, "

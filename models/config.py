@@ -68,7 +68,9 @@ class FeatureConfig:
 
 
 # ModelConfig fields that only inference reads: training neither sets nor compares them.
-INFERENCE_ONLY = ("warp_factors", "warp_decide_frames")
+INFERENCE_ONLY = ("warp_factors", "warp_decide_frames", "warp_merge")
+WarpMerge = Literal["choose", "mean"]
+WARP_MERGES: tuple[WarpMerge, ...] = ("choose", "mean")
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,10 @@ class ModelConfig:
     # run on these frequency-warp factors of its input and keeps the most confident; () is off.
     warp_factors: tuple[float, ...] = ()
     warp_decide_frames: int = 100  # output frames after which a stream's warp is fixed
+    # "choose": keep the most confident copy (one network step per chunk once decided);
+    # "mean": average every copy's probabilities for the whole stream (an ensemble over warped
+    # inputs: hears better, and costs the factors' count in network steps to the end)
+    warp_merge: WarpMerge = "choose"
 
     def __post_init__(self) -> None:
         _check(1 <= self.conv_layers <= 3, "conv_layers must be 1, 2 or 3")
@@ -111,6 +117,7 @@ class ModelConfig:
             "warp_factors must be distinct numbers from 0.5 to 2.0 (1.0: unwarped)",
         )
         _check(self.warp_decide_frames >= 1, "warp_decide_frames must be >= 1")
+        _check(self.warp_merge in WARP_MERGES, f"warp_merge must be one of {WARP_MERGES}")
 
     @property
     def vocab_size(self) -> int:

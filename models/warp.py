@@ -7,7 +7,10 @@ Which warp suits a voice is not known in advance, so the model runs on a few war
 of the same features at once and, per stream, the copy whose outputs are the most
 confident so far (lowest cumulative entropy) supplies each output frame; once
 `decide_frames` frames of speech have been heard the stream keeps that copy alone and the
-others stop costing anything. Only frames near speech count: silence or faint noise says
+others stop costing anything. A bundle whose `warp_merge` is "mean" instead averages every
+copy's probabilities, frame by frame, for the whole stream: an ensemble over warped inputs,
+which hears unseen voices better than any one copy, at the factors' count in network steps
+for as long as the stream lasts. Only frames near speech count: silence or faint noise says
 nothing about a voice, and a microphone user who pauses before speaking would otherwise have
 the warp fixed before saying a word. The rule only looks at frames already produced, so a
 stream fed in chunks chooses exactly as the whole utterance does: streaming still equals
@@ -100,11 +103,12 @@ class WarpChoice:
     frames: int = 0  # output frames counted (heard near speech)
     since_speech: int | None = None  # frames since the last speech frame; None: none yet
     chosen: int | None = None  # the candidate kept for good, once decided
+    mean: bool = False  # average every candidate's probabilities for good: never decide
 
     @classmethod
-    def start(cls, k: int, factors: Sequence[float] = ()) -> WarpChoice:
+    def start(cls, k: int, factors: Sequence[float] = (), merge: str = "choose") -> WarpChoice:
         neutral = int(np.argmin([abs(a - 1.0) for a in factors])) if factors else 0
-        return cls(np.zeros(k, np.float64), neutral)
+        return cls(np.zeros(k, np.float64), neutral, mean=merge == "mean")
 
     @property
     def active(self) -> list[int]:
@@ -127,6 +131,8 @@ class WarpChoice:
 def select(outputs: Sequence[F32], choice: WarpChoice, decide_frames: int) -> F32:
     """Merge the active candidates' next frames [t, V] (one array each, in `choice.active`
     order) into the stream's output [t, V]; `choice` is updated in place."""
+    if choice.mean:
+        return log_mean(outputs)
     if choice.chosen is not None:
         assert len(outputs) == 1, "a decided stream runs one candidate"
         return outputs[0]
@@ -149,6 +155,13 @@ def select(outputs: Sequence[F32], choice: WarpChoice, decide_frames: int) -> F3
             out[i + 1 :] = outputs[k][i + 1 :]
             break
     return out
+
+
+def log_mean(outputs: Sequence[F32]) -> F32:
+    """log of the mean of the candidates' probabilities, frame by frame ([t, V] each)."""
+    stacked = np.stack(outputs).astype(np.float64)
+    top = stacked.max(axis=0)
+    return np.asarray(top + np.log(np.exp(stacked - top).mean(axis=0)), np.float32)
 
 
 def warp_features(feats: Tensor, alpha: float, features: FeatureConfig) -> Tensor:
@@ -174,7 +187,7 @@ def adapted_forward(model: DS2, feats: Tensor, lengths: Tensor) -> tuple[Tensor,
     for i in range(b):
         t = int(n[i])
         candidates = [lp[k * b + i, :t].float().numpy() for k in range(len(factors))]
-        choice = WarpChoice.start(len(factors), factors)
+        choice = WarpChoice.start(len(factors), factors, model.config.warp_merge)
         merged = select(candidates, choice, model.config.warp_decide_frames)
         out[i, :t] = torch.from_numpy(merged).to(out.dtype)
     return out, n[:b]

@@ -220,7 +220,8 @@ class ModelRunner:
             return held
         factors = self.model.config.warp_factors
         states = [init_state(self.model, 1) for _ in range(max(len(factors), 1))]
-        return _Stream(states, WarpChoice.start(len(factors), factors) if factors else None)
+        merge = self.model.config.warp_merge
+        return _Stream(states, WarpChoice.start(len(factors), factors, merge) if factors else None)
 
     def _rows(self, batch: list[Work[Chunk]]) -> tuple[list[_Stream], list[_Row]]:
         """Each stream's chunk once per active warp candidate (once without adaptation)."""

@@ -1,5 +1,6 @@
-"""Speaker adaptation by frequency warp: the confident candidate wins, chunking never changes
-the choice, the offline path equals plain forward when off, bundles carry and validate it."""
+"""Speaker adaptation by frequency warp: the confident candidate wins (or every candidate is
+averaged), chunking never changes the output, the offline path equals plain forward when off,
+bundles carry and validate it."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from models.warp import (
     WarpChoice,
     adapted_forward,
     frame_entropy,
+    log_mean,
     select,
     warp_features,
     warp_frequencies,
@@ -85,20 +87,34 @@ def test_a_stream_that_never_speaks_stays_undecided() -> None:
     np.testing.assert_array_equal(out, _peaked(300, 0, 0.99))  # the neutral factor's frames
 
 
+def test_mean_merge_averages_every_candidate_and_never_decides() -> None:
+    unsure, sure = _peaked(300, 1, 0.4), _peaked(300, 2, 0.95)
+    choice = WarpChoice.start(2, (0.8, 1.0), "mean")
+    out = select([unsure, sure], choice, decide_frames=10)
+    expected = np.log((np.exp(unsure.astype(np.float64)) + np.exp(sure)) / 2)
+    np.testing.assert_allclose(out, expected, atol=1e-6)
+    np.testing.assert_allclose(np.exp(out).sum(axis=1), 1.0, atol=1e-5)  # still distributions
+    assert choice.chosen is None and choice.active == [0, 1]  # both run to the end
+    np.testing.assert_allclose(log_mean([sure, sure]), sure, atol=1e-6)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     seed=st.integers(0, 10_000),
     cuts=st.lists(st.integers(0, 40), max_size=5),
     decide=st.integers(1, 50),
+    merge=st.sampled_from(["choose", "mean"]),
 )
-def test_chunked_selection_equals_whole_selection(seed: int, cuts: list[int], decide: int) -> None:
+def test_chunked_selection_equals_whole_selection(
+    seed: int, cuts: list[int], decide: int, merge: str
+) -> None:
     rng = np.random.default_rng(seed)
     outs = [
         np.log(rng.dirichlet(np.full(V, 0.3 + k), size=40)).astype(np.float32) for k in range(3)
     ]
-    whole_choice = WarpChoice.start(3)
+    whole_choice = WarpChoice.start(3, merge=merge)
     whole = select(outs, whole_choice, decide)
-    choice, pieces, start = WarpChoice.start(3), [], 0
+    choice, pieces, start = WarpChoice.start(3, merge=merge), [], 0
     for end in [*sorted(cuts), 40]:
         pieces.append(
             select([o[start:end] for o in (outs[k] for k in choice.active)], choice, decide)
@@ -164,6 +180,16 @@ def test_adapted_forward_without_factors_is_plain_forward_and_with_them_picks_pe
         expected = select([s.numpy() for s in singles], WarpChoice.start(3), 5)
         np.testing.assert_allclose(wlp[i, :t].numpy(), expected, atol=1e-5)
 
+    averaged = _model(warp_factors=(0.8, 1.0, 1.25), warp_merge="mean")
+    alp, an = adapted_forward(averaged, feats, lengths)
+    t = int(an[1])
+    singles = [
+        averaged(warp_features(feats[1:2, : int(lengths[1])], a, averaged.config.features),
+                 lengths[1:2])[0][0].numpy()
+        for a in (0.8, 1.0, 1.25)
+    ]  # fmt: skip
+    np.testing.assert_allclose(alp[1, :t].numpy(), log_mean(singles)[:t], atol=1e-5)
+
 
 def test_config_checks_and_round_trips_warp_factors(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="warp_factors must be distinct numbers from 0.5 to 2.0"):
@@ -172,6 +198,10 @@ def test_config_checks_and_round_trips_warp_factors(tmp_path: Path) -> None:
         ModelConfig(warp_factors=(3.0,))
     with pytest.raises(ValueError, match="warp_decide_frames must be >= 1"):
         ModelConfig(warp_decide_frames=0)
+    with pytest.raises(ValueError, match="warp_merge must be one of"):
+        ModelConfig(warp_merge="median")  # type: ignore[arg-type]
+    merged = save_bundle(_model(warp_factors=(0.8, 1.0), warp_merge="mean"), tmp_path / "m")
+    assert load_bundle(merged).config.warp_merge == "mean"
     model = _model(warp_factors=(0.75, 1.0))
     bundle = save_bundle(model, tmp_path / "b")
     assert json.loads((bundle / "config.json").read_text())["model"]["warp_factors"] == [0.75, 1.0]
@@ -212,6 +242,15 @@ def test_tune_warp_writes_its_choice_into_the_bundle(tmp_path: Path) -> None:
     assert tune_warp.main(args) == 0
     cfg = load_bundle(bundle).config
     assert cfg.warp_factors == (0.8, 1.0) and cfg.warp_decide_frames == 7
+    assert cfg.warp_merge == "choose"
+    # --merge mean scores the sets averaged and keeps that; a later run keeps the bundle's own
+    assert (
+        tune_warp.main(parser.parse_args([*base, "--candidates", "0.8,1.0", "--merge", "mean"]))
+        == 0
+    )
+    assert load_bundle(bundle).config.warp_merge == "mean"
+    assert tune_warp.main(parser.parse_args([*base, "--candidates", "0.8,1.0"])) == 0
+    assert load_bundle(bundle).config.warp_merge == "mean"
     with pytest.raises(ValueError, match="warp_factors must be distinct"):
         tune_warp.main(parser.parse_args([*base, "--candidates", "0.8,9"]))
     shutil.rmtree(bundle)

@@ -18,7 +18,7 @@ from websockets.sync.client import ClientConnection, connect
 import harken_cli
 from decoder.lm import KenLM
 from models.bundle import load_bundle, save_bundle
-from models.config import FeatureConfig
+from models.config import FeatureConfig, WarpMerge
 from models.ds2 import DS2
 from server.config import ServerConfig
 from server.decoding import build_decoder
@@ -214,15 +214,20 @@ def test_under_load_streams_step_in_bigger_chunks_and_still_give_the_offline_tra
     assert steps[320] <= 8 < 15 <= steps[0], steps
 
 
-def test_a_log_mel_stride_3_bundle_streams_what_it_transcribes_offline(tmp_path: Path) -> None:
-    """The next default model's shape (80 log-mel bins, stride 3, GRU, speaker adaptation):
-    live chunks of 15 frames and any framing of the audio give the offline transcript."""
+@pytest.mark.parametrize("merge", ["choose", "mean"])
+def test_a_log_mel_stride_3_bundle_streams_what_it_transcribes_offline(
+    tmp_path: Path, merge: WarpMerge
+) -> None:
+    """The default model's shape (80 log-mel bins, stride 3, GRU, speaker adaptation that
+    chooses a warp or averages them): live chunks of 15 frames and any framing of the audio
+    give the offline transcript."""
     torch.manual_seed(0)
     cfg = dataclasses.replace(
         TINY_CONFIGS["mel-1d-stride3"],
         features=FeatureConfig(n_mels=80, cepstral_lifter=48),
         warp_factors=(0.8, 1.0),
         warp_decide_frames=6,
+        warp_merge=merge,
     )
     model = DS2(cfg).eval()
     with torch.no_grad():
