@@ -8,7 +8,8 @@ free to take audio and send results while a step computes.
 With the model's speaker adaptation on (`models/warp.py`), a stream that has not yet chosen
 its warp is several rows of the batch, one per candidate factor, each with its own state;
 their outputs merge into the stream's one output and, once it has chosen, the other rows'
-states are dropped.
+states are dropped (a model whose `warp_merge` is "mean" never chooses: its streams keep every
+row and average them to the end).
 
 Steps run at few shapes. oneDNN, which runs the CPU kernels, compiles a primitive per input
 shape and keeps it in a cache of 1024 with a buffer the size of the layer's weights (1.1 MiB
