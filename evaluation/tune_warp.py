@@ -72,7 +72,7 @@ def score(
     factors: tuple[float, ...],
     decide_frames: int,
     alphabet: Sequence[str],
-    merge: str = "choose",
+    merge: WarpMerge = "choose",
 ) -> Trial:
     """Greedy error rates of one candidate set, merged as the server merges them."""
     hyps = []

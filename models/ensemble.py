@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from torch import Tensor
 from models.bundle import BundleError, load_bundle, read_bundle_config
 from models.config import ModelConfig
 from models.ds2 import DS2
+from models.mixing import mix, mix_numpy
 from models.streaming import plan
 from models.warp import adapted_forward
 
@@ -95,22 +95,6 @@ def _check_compatible(models: list[DS2], where: str) -> None:
                 f"{where}: ensemble members must share the time stride and the conv and "
                 "row-conv look-ahead (each chunk must give each the same output frames)"
             )
-
-
-def mix(outputs: list[Tensor], weights: list[float]) -> Tensor:
-    """log(sum_i w_i p_i) of per-member log-probs [..., T, V] (float32 out)."""
-    if len(outputs) == 1:
-        return outputs[0]
-    stacked = torch.stack([o.float() + math.log(w) for o, w in zip(outputs, weights, strict=True)])
-    return torch.logsumexp(stacked, dim=0)
-
-
-def mix_numpy(outputs: list[F32], weights: list[float]) -> F32:
-    """`mix` for one stream's numpy rows [T, V], as the server holds them."""
-    if len(outputs) == 1:
-        return outputs[0]
-    mixed = mix([torch.from_numpy(o) for o in outputs], weights)
-    return np.ascontiguousarray(mixed.numpy(), dtype=np.float32)
 
 
 @dataclass(frozen=True)

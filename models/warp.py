@@ -31,8 +31,9 @@ import numpy.typing as npt
 import torch
 from torch import Tensor
 
-from models.config import FeatureConfig
+from models.config import FeatureConfig, WarpMerge
 from models.features import bin_positions
+from models.mixing import mix_numpy
 
 if TYPE_CHECKING:
     from models.ds2 import DS2
@@ -106,7 +107,9 @@ class WarpChoice:
     mean: bool = False  # average every candidate's probabilities for good: never decide
 
     @classmethod
-    def start(cls, k: int, factors: Sequence[float] = (), merge: str = "choose") -> WarpChoice:
+    def start(
+        cls, k: int, factors: Sequence[float] = (), merge: WarpMerge = "choose"
+    ) -> WarpChoice:
         neutral = int(np.argmin([abs(a - 1.0) for a in factors])) if factors else 0
         return cls(np.zeros(k, np.float64), neutral, mean=merge == "mean")
 
@@ -159,9 +162,7 @@ def select(outputs: Sequence[F32], choice: WarpChoice, decide_frames: int) -> F3
 
 def log_mean(outputs: Sequence[F32]) -> F32:
     """log of the mean of the candidates' probabilities, frame by frame ([t, V] each)."""
-    stacked = np.stack(outputs).astype(np.float64)
-    top = stacked.max(axis=0)
-    return np.asarray(top + np.log(np.exp(stacked - top).mean(axis=0)), np.float32)
+    return mix_numpy(list(outputs), [1.0 / len(outputs)] * len(outputs))
 
 
 def warp_features(feats: Tensor, alpha: float, features: FeatureConfig) -> Tensor:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from evaluation import tune_warp
 from models.bundle import load_bundle, save_bundle
-from models.config import FeatureConfig, ModelConfig
+from models.config import FeatureConfig, ModelConfig, WarpMerge
 from models.ds2 import DS2
 from models.features import bin_positions
 from models.warp import (
@@ -106,7 +106,7 @@ def test_mean_merge_averages_every_candidate_and_never_decides() -> None:
     merge=st.sampled_from(["choose", "mean"]),
 )
 def test_chunked_selection_equals_whole_selection(
-    seed: int, cuts: list[int], decide: int, merge: str
+    seed: int, cuts: list[int], decide: int, merge: WarpMerge
 ) -> None:
     rng = np.random.default_rng(seed)
     outs = [
