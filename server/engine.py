@@ -7,6 +7,7 @@ very same path from audio to text.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,7 +18,7 @@ from decoder.beam import warm_up
 from models.config import ModelConfig
 from models.ensemble import alone_search
 from server.config import ServerConfig
-from server.decoder_procs import DecoderProcess, start_processes
+from server.decoder_procs import DecoderProcess, settle_heap, start_processes
 from server.decoding import Decoder, DecoderPool, build_decoder
 from server.dispatch import BatchDispatcher, DispatchObserver
 from server.precision import resolve_dtype
@@ -81,6 +82,7 @@ async def running_engine(
             shared = build_decoder(config.bundle, model, config.decoder, search)
             decoders = [shared] * config.decoder_workers
         pool = DecoderPool(decoders)
+        settle_heap()  # the model thread and event loop pause less for collections too
         dispatcher.start()
         yield Engine(
             dispatcher=dispatcher,
@@ -96,6 +98,7 @@ async def running_engine(
             step_shapes=lambda: runner.shapes,
         )
     finally:
+        gc.unfreeze()  # what the engine held can be collected again once it is gone
         await dispatcher.stop()
         if pool is not None:
             pool.close()
