@@ -90,9 +90,9 @@ class ModelConfig:
     row_conv_tau: int = 10  # future output steps the row convolution sees (DS2 §3.7)
     clip: float = 20.0  # clipped ReLU ceiling: min(max(x, 0), clip)
     # Speaker adaptation at inference (models/warp.py; training ignores it): each stream is
-    # run on these frequency-warp factors of its input and keeps the most confident; () is off.
+    # run on these frequency-warp factors of its input, merged by warp_merge; () is off.
     warp_factors: tuple[float, ...] = ()
-    warp_decide_frames: int = 100  # output frames after which a stream's warp is fixed
+    warp_decide_frames: int = 100  # "choose": output frames after which the warp is fixed
     # "choose": keep the most confident copy (one network step per chunk once decided);
     # "mean": average every copy's probabilities for the whole stream (an ensemble over warped
     # inputs: hears better, and costs the factors' count in network steps to the end)
