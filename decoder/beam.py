@@ -54,9 +54,11 @@ F64 = npt.NDArray[np.float64]
 NEG_INF = -np.inf
 
 
-# a stream's prefix tree is compacted once it holds this many nodes (about 10 s of speech at
-# a 768-wide beam, 25 MB), then at 4x the size that survived; models/results/beam.md
-COMPACT_MIN_NODES = 1 << 16
+# a stream's prefix tree is compacted once it holds this many nodes (about 7 s of speech at
+# a 768-wide beam), then at 4x the size that survived; models/results/beam.md. Three
+# quarters of the 65,536 nodes (15 MB) its capacity has doubled to by then, so that it
+# compacts before it must double again (decoder/results/stalls.md)
+COMPACT_MIN_NODES = 3 << 14
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,12 @@ log p_ctc on the same scale. A word LM is asked once per word, at its boundary; 
 character LM once per character (the space is the token `CHAR_SPACE`, since KenLM splits
 its input on whitespace).
 
-Caching: each stream caches the LM score of every prefix it has built (decoder/prefixes.py);
-across streams, a `KenLM` object caches (state, token) -> (score, state). That cache is
-safe to share between streams and threads: KenLM's model is read-only, the states are
-immutable values, and a dict get/set is atomic under the GIL, so the worst a race can do
-is compute an entry twice.
+Caching: each stream caches the LM score of every prefix it has built (decoder/prefixes.py),
+and nothing is cached across streams. A shared (state, token) cache was tried and taken out:
+it made a pass over TTS dev slower, not faster (KenLM's lookup costs less than the cache's
+misses), it grew to hundreds of MB in a long-running decoder process, and emptying it stalled
+whichever chunk filled it for about 90 ms (decoder/results/stalls.md). A `KenLM` object is
+read-only, so streams and threads share it freely.
 """
 
 from __future__ import annotations
@@ -50,15 +51,13 @@ class LanguageModel(Protocol):
 class KenLM:
     """A KenLM ARPA or binary model, queried through the `kenlm` module."""
 
-    def __init__(self, path: str | Path, unit: Unit = "word", cache_size: int = 1 << 20):
+    def __init__(self, path: str | Path, unit: Unit = "word"):
         if unit not in ("word", "char"):
             raise ValueError(f"unit must be 'word' or 'char', got {unit!r}")
         if not Path(path).is_file():
             raise FileNotFoundError(f"no language model at {path}; build one with harken build-lm")
         self._model: Any = kenlm.Model(str(path))
         self._unit: Unit = unit
-        self._cache: dict[tuple[Hashable, str], tuple[float, Hashable, bool]] = {}
-        self._cache_size = cache_size
 
     @property
     def unit(self) -> Unit:
@@ -74,17 +73,9 @@ class KenLM:
         return state  # type: ignore[no-any-return]
 
     def score(self, state: Hashable, token: str) -> tuple[float, Hashable, bool]:
-        key = (state, token)
-        hit = self._cache.get(key)
-        if hit is not None:
-            return hit
         out = kenlm.State()
         log10 = self._model.BaseScore(state, token, out)
-        result = (float(log10) * LN10, out, token in self._model)
-        if len(self._cache) >= self._cache_size:
-            self._cache.clear()  # crude but bounded; a full cache is rebuilt within seconds
-        self._cache[key] = result
-        return result
+        return float(log10) * LN10, out, token in self._model
 
     def finish(self, state: Hashable) -> float:
         out = kenlm.State()

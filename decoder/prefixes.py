@@ -79,23 +79,25 @@ class PrefixTree:
         self.cols = {k: self.ints[:, i] for i, k in enumerate(INT_COLUMNS)}
         self.cols.update({k: self.floats[:, i] for i, k in enumerate(FLOAT_COLUMNS)})
 
+    @property
+    def capacity(self) -> int:
+        return len(self.ints)
+
     def reserve(self, extra: int) -> None:
-        """Make room for `extra` more nodes (the compiled step never reallocates)."""
-        capacity = len(self.ints)
+        """Make room for `extra` more nodes (the compiled step never reallocates). The
+        capacity doubles, in powers of two, so that a stream's tree meets the compaction
+        threshold (decoder/beam.py COMPACT_MIN_NODES) with room to spare."""
+        capacity = self.capacity
         needed = self.size + extra
         if needed <= capacity:
             return
-        self._move(np.arange(self.size), max(needed, 2 * capacity))
-
-    def _move(self, rows: I64, capacity: int) -> None:
-        """New arrays of `capacity` nodes holding the old nodes `rows`, in that order, as
-        nodes 0..len(rows)-1 (links are the caller's to renumber)."""
-        n = len(rows)
+        capacity = 1 << (max(needed, 2 * capacity) - 1).bit_length()
+        n = self.size
         ints = np.zeros((capacity, len(INT_COLUMNS)), dtype=np.int64)
         floats = np.zeros((capacity, len(FLOAT_COLUMNS)))
         kids = np.full((capacity, self.alphabet.size), -1, dtype=np.int32)
-        ints[:n], floats[:n], kids[:n] = self.ints[rows], self.floats[rows], self.kids[rows]
-        self.ints, self.floats, self.kids, self.size = ints, floats, kids, n
+        ints[:n], floats[:n], kids[:n] = self.ints[:n], self.floats[:n], self.kids[:n]
+        self.ints, self.floats, self.kids = ints, floats, kids
         self.slot = np.full(capacity, -1, dtype=np.int64)
         self._views()
 
@@ -105,7 +107,9 @@ class PrefixTree:
         walk up) and their descendants (a dropped extension of a live beam can come back, and
         keeps its history when it does), so the search goes on exactly as without this.
         Without it the tree grows with every prefix ever kept: about 1 GB in 6 minutes of
-        speech at a 768-wide beam. Node 0 stays the root."""
+        speech at a 768-wide beam. Node 0 stays the root. Done in place, keeping the
+        capacity: new arrays would cost a stream's chunk tens of ms of page faults, and the
+        tree would only grow back (decoder/results/stalls.md)."""
         keep = np.zeros(self.size, dtype=bool)
         keep[ROOT] = True
         mark_ancestors(self.ints, np.asarray(live, dtype=np.int64), keep)
@@ -117,14 +121,28 @@ class PrefixTree:
             keep[frontier] = True
         old = np.flatnonzero(keep)
         new_id = np.full(self.size, -1, dtype=np.int64)
-        new_id[old] = np.arange(len(old))
-        self._move(old, max(1024, 2 * len(old)))
-        kids = self.kids[: self.size]
+        n = len(old)
+        new_id[old] = np.arange(n)
+        # old is ascending, so row i moves to a row <= i: gather, then clear what is left
+        self.ints[:n], self.floats[:n], self.kids[:n] = (
+            self.ints[old],
+            self.floats[old],
+            self.kids[old],
+        )
+        self.ints[n : self.size], self.floats[n : self.size], self.kids[n : self.size] = 0, 0, -1
+        self.size = n
+        kids = self.kids[:n]
         kids[kids >= 0] = new_id[kids[kids >= 0]]  # children dropped here become -1
         for name in ("parent", "lmnode"):
-            ids = self.cols[name][: self.size]
+            ids = self.cols[name][:n]
             ids[ids >= 0] = new_id[ids[ids >= 0]]
-        self.states = {int(new_id[n]): s for n, s in self.states.items() if keep[n]}
+        bounds = np.fromiter(self.states, dtype=np.int64, count=len(self.states))
+        kept = keep[bounds]
+        states = list(self.states.values())
+        moved = new_id[bounds[kept]].tolist()
+        self.states = dict(
+            zip(moved, [states[i] for i in np.flatnonzero(kept).tolist()], strict=True)
+        )
         return new_id
 
     def path(self, node: int, top: int = ROOT) -> I64:
