@@ -84,14 +84,16 @@ class DecoderConfig:
     # renormalised): the network under-emits on voices it never heard, and the search then
     # deletes their characters; a small penalty lets it keep them. 0 disables it. Scores and
     # word confidences are then of the penalised posteriors. models/default's decoder.json
-    # asks for 0.75 (models/results/blank.md; `harken tune-lm --blank-penalty` sweeps it)
+    # asks for 1.25 (models/results/ensemble/README.md; `harken tune-lm --blank-penalty`
+    # sweeps it)
     blank_penalty: float = 0.0
     # beams that parted from the best one more than this long ago (seconds of frames) are
     # dropped, so the best path's words before that point are final: partials call them
     # stable. With 0, stable is only what every beam shares, and an old alternative ("the
     # water" for "the weather") within the threshold holds it back: 90% of words became
     # stable within 3-6.6 s of their end, 0.9-1.0 s with 0.75, at the same WER (espeak
-    # sentences and Asterisk prompts, 296 utterances)
+    # sentences and Asterisk prompts, 296 utterances). models/default's decoder.json asks for
+    # 1.0: its pair read her prompts 1.6 points better than at 0.75 (models/results/commit.md)
     commit_s: float = 0.75
     frame_seconds: float = 0.02  # seconds per model output frame (10 ms hop x stride 2)
 

@@ -198,6 +198,11 @@ def language_model_lines(
             f"- blank penalty {cfg['blank_penalty']}: taken off every frame's blank log-prob "
             "before the search, so fewer characters of unheard voices are deleted"
         )
+    if cfg.get("commit_s"):
+        lines.append(
+            f"- early commit {cfg['commit_s']} s: hypotheses that parted from the best one "
+            "longer ago are dropped, so partials' `stable` words trail the audio by about that"
+        )
     return lines
 
 

@@ -111,6 +111,10 @@ def test_the_language_model_and_its_texts_are_described() -> None:
     decoder["config"]["blank_penalty"] = 0.75  # type: ignore[index]
     lines = language_model_lines(decoder, 58924, 7_516_338)
     assert any(line.startswith("- blank penalty 0.75: ") for line in lines)
+    assert not any("early commit" in line for line in lines)  # none set, none described
+    decoder["config"]["commit_s"] = 1.0  # type: ignore[index]
+    lines = language_model_lines(decoder, 58924, 7_516_338)
+    assert any(line.startswith("- early commit 1.0 s: ") for line in lines)
     del decoder["texts"]  # an LM built before build-lm recorded them: said, not invented
     lines = language_model_lines(decoder, 58924, 7_516_338)
     assert [line for line in lines if line.startswith("- text: ")] == [
