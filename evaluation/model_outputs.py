@@ -27,10 +27,13 @@ class ModelOutputs:
     audio_seconds: float
 
 
-def manifest_log_probs(bundle: Path, manifest: Path, limit: int = 0) -> ModelOutputs:
-    """Run the bundle's network (CPU, float32, one utterance at a time, with its speaker
-    adaptation and any ensemble members, as the server runs it) over a manifest."""
-    model = load_networks(bundle)
+def manifest_log_probs(
+    bundle: Path, manifest: Path, limit: int = 0, dtype: torch.dtype | str = torch.float32
+) -> ModelOutputs:
+    """Run the bundle's network (CPU, float32 unless `dtype` says otherwise, one utterance at
+    a time, with its speaker adaptation and any ensemble members, as the server runs it) over
+    a manifest."""
+    model = load_networks(bundle, dtype=dtype)
     utterances = read_manifest(manifest)
     utterances = utterances[:limit] if limit else utterances
     outputs, seconds = [], 0.0

@@ -36,10 +36,7 @@ from decoder.alphabet import Alphabet
 from decoder.beam import BeamSearchDecoder
 from decoder.lm import KenLM, Unit
 from decoder.loading import load_decoder
-from models.ensemble import load_networks
-from models.features import featurize
-from models.manifest import read_manifest
-from training.data import load_audio
+from evaluation.model_outputs import manifest_log_probs
 
 OLD_CACHE_ENTRIES = 1 << 20
 
@@ -81,20 +78,30 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def decode_timed(
+    decoder: BeamSearchDecoder, probs: npt.NDArray[np.float32]
+) -> tuple[list[tuple[float, int, int]], float]:
+    """One utterance in 5-frame chunks: (ms, beams, tree nodes) after each chunk, and the
+    finalize() ms."""
+    stream, chunks = decoder.start(), []
+    for i in range(0, len(probs), 5):
+        t = time.perf_counter()
+        stream.advance(probs[i : i + 5])
+        stream.partial()
+        chunks.append(((time.perf_counter() - t) * 1e3, len(stream.beams.nodes), stream.tree.size))
+    t = time.perf_counter()
+    stream.finalize()
+    return chunks, (time.perf_counter() - t) * 1e3
+
+
 def one_pass(
     decoder: BeamSearchDecoder, outputs: list[npt.NDArray[np.float32]]
 ) -> tuple[float, npt.NDArray[np.float64]]:
     chunks = []
     start = time.perf_counter()
     for probs in outputs:
-        stream = decoder.start()
-        for i in range(0, len(probs), 5):
-            t = time.perf_counter()
-            stream.advance(probs[i : i + 5])
-            stream.partial()
-            chunks.append(time.perf_counter() - t)
-        stream.finalize()
-    return time.perf_counter() - start, np.array(chunks) * 1e3
+        chunks += [ms for ms, _, _ in decode_timed(decoder, probs)[0]]
+    return time.perf_counter() - start, np.array(chunks)
 
 
 def chunk_times(
@@ -105,19 +112,12 @@ def chunk_times(
             decoder = load_decoder(bundle, alphabet, frame_seconds, commit_s=commit)
             chunks, finals, slow = [], [], []
             for k, probs in enumerate(outputs):
-                stream = decoder.start()
-                for i in range(0, len(probs), 5):
-                    t = time.perf_counter()
-                    stream.advance(probs[i : i + 5])
-                    stream.partial()
-                    ms = (time.perf_counter() - t) * 1e3
+                timed, final_ms = decode_timed(decoder, probs)
+                finals.append(final_ms)
+                for n, (ms, beams, nodes) in enumerate(timed):
                     chunks.append(ms)
                     if ms > 15:
-                        beams, nodes = len(stream.beams.nodes), stream.tree.size
-                        slow.append(f"{k}@{i} {ms:.0f} ms ({beams} beams, {nodes} nodes)")
-                t = time.perf_counter()
-                stream.finalize()
-                finals.append((time.perf_counter() - t) * 1e3)
+                        slow.append(f"{k}@{5 * n} {ms:.0f} ms ({beams} beams, {nodes} nodes)")
             c, f = np.array(chunks), np.array(finals)
             print(
                 f"pass {rep + 1}, commit_s {commit}: chunk p50 {np.median(c):.3f} "
@@ -138,30 +138,24 @@ def main() -> None:
     manifest = Path(sys.argv[3] if len(sys.argv) > 3 else "data/corpus/dev.jsonl")
     lm_dirs = [Path(p) for p in sys.argv[4:]] or [bundle]
     torch.set_num_threads(1)
-    net = load_networks(str(bundle), dtype="int8")
-    utts = read_manifest(manifest)
-    outputs = []
-    with torch.inference_mode():
-        for u in utts:
-            f = torch.from_numpy(featurize(load_audio(str(u.audio)), net.config.features))[None]
-            lp, n = net.forward(f, torch.tensor([f.shape[1]]))
-            outputs.append(lp[0, : int(n[0])].float().numpy())
-    alphabet = Alphabet.from_list(net.config.alphabet)
+    outs = manifest_log_probs(bundle, manifest, dtype="int8")
+    outputs = outs.log_probs
+    alphabet = Alphabet.from_list(outs.config.alphabet)
     gc.collect()
     gc.freeze()  # as the server does once started (server/decoder_procs.settle_heap)
     print(
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"torch {torch.__version__}; {bundle}, {len(utts)} utterances of {manifest}, "
+        f"torch {torch.__version__}; {bundle}, {len(outputs)} utterances of {manifest}, "
         f"{sum(len(o) for o in outputs)} frames; one thread",
         flush=True,
     )
     if mode == "chunks":
-        chunk_times(bundle, alphabet, net.config.frame_seconds, outputs)
+        chunk_times(bundle, alphabet, outs.config.frame_seconds, outputs)
         return
     for lm_dir in lm_dirs:
         for rep in range(2):
             for lm_mode in ("now", "shared cache"):
-                decoder = load_decoder(lm_dir, alphabet, net.config.frame_seconds)
+                decoder = load_decoder(lm_dir, alphabet, outs.config.frame_seconds)
                 lm = decoder.lm
                 assert isinstance(lm, KenLM), f"{lm_dir}: no KenLM"
                 cached = None

@@ -20,25 +20,17 @@ import torch
 
 from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder
-from models.ensemble import load_networks
-from models.features import featurize
-from models.manifest import read_manifest
-from training.data import load_audio
+from evaluation.model_outputs import manifest_log_probs
 
 COMMITS = (0.75, 1.0)
 CHUNK = 5
 
 torch.set_num_threads(1)
-net = load_networks("models/default", dtype="int8")
-alphabet = Alphabet.from_list(net.config.alphabet)
-fs = net.config.frame_seconds
 for manifest in sys.argv[1:] or ["data/corpus/dev.jsonl"]:
-    outputs = []
-    with torch.inference_mode():
-        for u in read_manifest(Path(manifest)):
-            f = torch.from_numpy(featurize(load_audio(str(u.audio)), net.config.features))[None]
-            lp, n = net.forward(f, torch.tensor([f.shape[1]]))
-            outputs.append(lp[0, : int(n[0])].float().numpy())
+    outs = manifest_log_probs(Path("models/default"), Path(manifest), dtype="int8")
+    alphabet = Alphabet.from_list(outs.config.alphabet)
+    fs = outs.config.frame_seconds
+    outputs = outs.log_probs
     for commit in COMMITS:
         decoder = load_decoder(Path("models/default"), alphabet, fs, commit_s=commit)
         lags, early = [], 0
