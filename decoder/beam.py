@@ -56,7 +56,7 @@ NEG_INF = -np.inf
 
 # a stream's prefix tree is compacted once it holds this many nodes (about 7 s of speech at
 # a 768-wide beam), then at 4x the size that survived; models/results/beam.md. Three
-# quarters of the 65,536 nodes (15 MB) its capacity has doubled to by then, so that it
+# quarters of the 65,536 nodes (16 MB) its capacity has doubled to by then, so that it
 # compacts before it must double again (decoder/results/stalls.md)
 COMPACT_MIN_NODES = 3 << 14
 

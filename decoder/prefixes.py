@@ -136,12 +136,12 @@ class PrefixTree:
         for name in ("parent", "lmnode"):
             ids = self.cols[name][:n]
             ids[ids >= 0] = new_id[ids[ids >= 0]]
-        bounds = np.fromiter(self.states, dtype=np.int64, count=len(self.states))
-        kept = keep[bounds]
+        # tens of thousands of LM states: renumbered with numpy, not one Python int at a time
+        nodes = np.fromiter(self.states, dtype=np.int64, count=len(self.states))
+        alive = np.flatnonzero(keep[nodes]).tolist()
         states = list(self.states.values())
-        moved = new_id[bounds[kept]].tolist()
         self.states = dict(
-            zip(moved, [states[i] for i in np.flatnonzero(kept).tolist()], strict=True)
+            zip(new_id[nodes[alive]].tolist(), [states[i] for i in alive], strict=True)
         )
         return new_id
 
