@@ -40,7 +40,7 @@ def main() -> None:
             stream.advance(lp[i : i + 5])
             stream.partial()
         peak = max(peak, rss_mb() - base)
-    capacities = [len(s.tree.ints) for s in streams]
+    capacities = [s.tree.capacity for s in streams]
     print(
         f"{n} streams x 40 s: RSS peak +{peak:.0f} MB over the decoder's start, at the end "
         f"+{rss_mb() - base:.0f} MB; tree capacities {min(capacities)}-{max(capacities)}"

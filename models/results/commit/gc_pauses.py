@@ -17,24 +17,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder
-from models.ensemble import load_networks
-from models.features import featurize
-from models.manifest import read_manifest
-from training.data import load_audio
+from evaluation.model_outputs import manifest_log_probs
 
-net = load_networks("models/default", dtype="int8")
-utts = read_manifest(Path("data/corpus/dev.jsonl"))
-outputs = []
-with torch.inference_mode():
-    for u in utts:
-        f = torch.from_numpy(featurize(load_audio(str(u.audio)), net.config.features))[None]
-        lp, n = net.forward(f, torch.tensor([f.shape[1]]))
-        outputs.append(lp[0, : int(n[0])].float().numpy())
-alphabet = Alphabet.from_list(net.config.alphabet)
+outs = manifest_log_probs(Path("models/default"), Path("data/corpus/dev.jsonl"), dtype="int8")
+outputs = outs.log_probs
+alphabet = Alphabet.from_list(outs.config.alphabet)
 pauses: list[tuple[int, float]] = []
 started = [0.0]
 
@@ -54,7 +44,7 @@ if mode == "freeze":
 for commit in (0.75, 1.0, 0.75, 1.0):
     pauses.clear()
     decoder = load_decoder(
-        Path("models/default"), alphabet, net.config.frame_seconds, commit_s=commit
+        Path("models/default"), alphabet, outs.config.frame_seconds, commit_s=commit
     )
     chunks = []
     for probs in outputs:
