@@ -89,13 +89,18 @@ def score(
 
 def best_trial(trials: Sequence[Trial], min_gain: float) -> Trial:
     """The lowest CER, except that a set with more factors must beat every smaller set's
-    best by `min_gain` (CER points, e.g. 0.005) to be worth its compute."""
-    ordered = sorted(trials, key=lambda t: (len(t.factors), t.cer))
-    chosen = ordered[0]
-    for t in ordered[1:]:
-        needed = min_gain if len(t.factors) > len(chosen.factors) else 0.0
-        if t.cer < chosen.cer - needed:
+    best by `min_gain` (CER as a fraction, e.g. 0.005) to be worth its compute: every smaller
+    set's, not only the one chosen so far, or a set that falls just short against "off" would
+    let a larger one in on its gain over "off" alone."""
+    chosen: Trial | None = None
+    for t in sorted(trials, key=lambda t: (len(t.factors), t.cer)):
+        smaller = [s.cer for s in trials if len(s.factors) < len(t.factors)]
+        if smaller and t.cer >= min(smaller) - min_gain:
+            continue
+        if chosen is None or t.cer < chosen.cer:
             chosen = t
+    if chosen is None:
+        raise ValueError("best_trial needs at least one trial")
     return chosen
 
 

@@ -152,7 +152,7 @@ light_stage() {
   local name=$1 lr=$2
   shift 2
   [ -d "runs/${name}_init" ] || cp -r models/default "runs/${name}_init"
-  AUGMENT=light cpu_stage "runs/$name" "runs/${name}_init" "$lr" 5000 2 "$@"
+  AUGMENT=${AUGMENT:-light} cpu_stage "runs/$name" "runs/${name}_init" "$lr" 5000 2 "$@"
 }
 
 # the held-out transcripts: no LM text or new corpus may speak them
@@ -563,6 +563,15 @@ case "${1:-}" in
     light_stage her2 "${LR:-5e-5}" data/corpus/train.jsonl data/corpus3/train.jsonl \
       "data/asterisk/train.jsonl*${HER:-14}"
     ;;
+  formant)
+    # her's recipe (the corpus models/default first learnt beside her prompts x9) with the
+    # formant preset: half the utterances get a per-region frequency warp, a new vowel space
+    # each, against the voice gap (models/results/formant.md). `AUGMENT=light
+    # NAME=formant_control` is the same stage without it, run beside at THREADS=1 each.
+    # Resumes like light7
+    AUGMENT=${AUGMENT:-formant} light_stage "${NAME:-formant}" "${LR:-1e-4}" \
+      data/corpus/train.jsonl "data/asterisk/train.jsonl*${HER:-9}"
+    ;;
   wideher)
     # her's recipe (the corpus models/default first learnt beside her prompts x9, a fifth of
     # the utterances, at a low peak; the stage that read TTS dev 1.27 points better for the
@@ -592,9 +601,10 @@ case "${1:-}" in
     # a quick look at a trainer's export (RUN/bundle, or MEMBER) as the first network of
     # models/default would serve it (models/results/soft.md): models/default's LM and the search
     # settings it keeps for its own network alone (`ensemble.alone`), its warps tuned on TTS
-    # dev, beam WER on TTS dev and her dev, each compared utterance by utterance with the
-    # shipped network alone (`--ensemble false`) and the shipped pair (measured once into
-    # runs/look_base); then the export beside models/default/wide at W (a new pair's reading)
+    # dev and averaged as the shipped network's are (MERGE=choose: the older rule), beam WER
+    # on TTS dev and her dev, each compared utterance by utterance with the shipped network
+    # alone (`--ensemble false`) and the shipped pair (measured once into runs/look_base);
+    # then the export beside models/default/wide at W (a new pair's reading)
     L=$RUN/look
     mkdir -p $L/bundle runs/look_base
     cp "${MEMBER:-$RUN/bundle}"/{model.safetensors,config.json} $L/bundle/
@@ -604,7 +614,7 @@ dec = json.load(open("models/default/decoder.json"))
 dec["config"].update(json.load(open("models/default/config.json"))["ensemble"]["alone"])
 json.dump(dec, open(sys.argv[1], "w"), indent=2)' $L/bundle/decoder.json
     $H tune-warp --bundle $L/bundle --manifest data/corpus/dev.jsonl \
-      --decide-frames "${DECIDE_FRAMES:-20}" --out $L/warp_dev.json
+      --decide-frames "${DECIDE_FRAMES:-20}" --merge "${MERGE:-mean}" --out $L/warp_dev.json
     for s in corpus asterisk; do
       for base in alone pair; do
         flag=(); [ $base = alone ] && flag=(--ensemble false)

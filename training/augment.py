@@ -21,7 +21,8 @@ import numpy.typing as npt
 import soxr
 
 from models.config import FeatureConfig
-from models.warp import warp_frequencies
+from models.features import bin_positions
+from models.warp import piecewise_warp_matrix, warp_frequencies
 
 F32 = npt.NDArray[np.float32]
 SAMPLE_RATE = 16000
@@ -41,6 +42,8 @@ class AugmentConfig:
     gain_db: tuple[float, float] = (-12.0, 6.0)  # level change range
     p_warp: float = 0.0  # probability of a vocal-tract-length (frequency) warp
     warp: tuple[float, float] = (0.85, 1.25)  # warp factor range (>1 moves formants up)
+    p_formant: float = 0.0  # probability of a per-region warp (each formant region its own)
+    formant_warp: tuple[float, float] = (0.85, 1.18)  # each knot's factor range
     p_colour: float = 0.0  # probability of a random smooth equaliser curve on the spectrum
     colour_db: float = 4.0  # standard deviation of each of its cosine terms, in dB
     freq_masks: int = 0  # SpecAugment: frequency bands masked per utterance
@@ -51,15 +54,24 @@ class AugmentConfig:
     time_mask_share: float = 0.15  # masked spans cover at most this share of the frames
 
     def __post_init__(self) -> None:
-        for name in ("p_speed", "p_reverb", "p_noise", "p_babble", "p_gain", "p_warp", "p_colour"):
+        for name in (
+            "p_speed",
+            "p_reverb",
+            "p_noise",
+            "p_babble",
+            "p_gain",
+            "p_warp",
+            "p_formant",
+            "p_colour",
+        ):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"AugmentConfig.{name} must be a probability in [0, 1]")
-        for name in ("speed", "rt60_s", "snr_db", "gain_db", "warp"):
+        for name in ("speed", "rt60_s", "snr_db", "gain_db", "warp", "formant_warp"):
             low, high = getattr(self, name)
             if low > high:
                 raise ValueError(f"AugmentConfig.{name} must be (low, high) with low <= high")
-        if self.speed[0] <= 0 or self.rt60_s[0] <= 0 or self.warp[0] <= 0:
-            raise ValueError("AugmentConfig.speed, rt60_s and warp must be positive")
+        if min(self.speed[0], self.rt60_s[0], self.warp[0], self.formant_warp[0]) <= 0:
+            raise ValueError("AugmentConfig.speed, rt60_s, warp and formant_warp must be positive")
         if self.colour_db < 0:
             raise ValueError("AugmentConfig.colour_db must be >= 0")
         if min(self.freq_masks, self.freq_mask_bins, self.time_masks, self.time_mask_frames) < 0:
@@ -75,6 +87,7 @@ class AugmentConfig:
             (self.p_noise, f"noise {self.snr_db[0]:g}-{self.snr_db[1]:g} dB SNR"),
             (self.p_gain, f"gain {self.gain_db[0]:g} to {self.gain_db[1]:g} dB"),
             (self.p_warp, f"frequency warp {self.warp[0]}-{self.warp[1]}"),
+            (self.p_formant, f"per-region warp {self.formant_warp[0]}-{self.formant_warp[1]}"),
             (self.p_colour, f"random equaliser {self.colour_db:g} dB"),
         ]
         out = [f"{text} (p {p:g})" for p, text in parts if p > 0]
@@ -92,7 +105,11 @@ TRAINING_AUGMENT = AugmentConfig(p_warp=0.8, p_colour=0.5, freq_masks=2, time_ma
 # (speed, warp, colour, gain, masks) as before, noise and rooms a quarter as often and never
 # below 10 dB, so a small network spends less of itself on conditions the voices lack.
 LIGHT_AUGMENT = replace(TRAINING_AUGMENT, p_noise=0.15, p_reverb=0.075, snr_db=(10.0, 30.0))
-AUGMENT_PRESETS = {"full": TRAINING_AUGMENT, "light": LIGHT_AUGMENT}
+# The light stage plus, on half the utterances, a warp that moves each formant region by its
+# own factor: a new vowel space per utterance, which one global factor cannot give
+# (models/results/formant.md).
+FORMANT_AUGMENT = replace(LIGHT_AUGMENT, p_formant=0.5)
+AUGMENT_PRESETS = {"full": TRAINING_AUGMENT, "light": LIGHT_AUGMENT, "formant": FORMANT_AUGMENT}
 
 
 def augment(
@@ -123,6 +140,8 @@ def augment_features(
         return out
     if rng.random() < cfg.p_warp:
         out = warp_frequencies(out, rng.uniform(*cfg.warp), features)
+    if rng.random() < cfg.p_formant:
+        out = out @ formant_matrix(cfg.formant_warp, rng, features)
     if rng.random() < cfg.p_colour:
         out += colour_curve(out.shape[1], cfg.colour_db, rng)
     fill = out.mean(axis=0)  # per-bin mean: a masked cell reads as average, not as silence
@@ -139,6 +158,24 @@ def augment_features(
         start = int(rng.integers(0, n_frames - width + 1))
         out[start : start + width] = fill
     return out
+
+
+# Where the per-region warp's knots sit, in Hz: around the first three formants' ranges, so
+# that F1, F2 and F3 of one vowel can move by different amounts; 0 and Nyquist stay put.
+FORMANT_KNOTS_HZ = (300.0, 700.0, 1200.0, 1800.0, 2600.0, 3500.0, 5000.0)
+
+
+def formant_matrix(
+    factors: tuple[float, float], rng: np.random.Generator, features: FeatureConfig
+) -> F32:
+    """A random per-region warp's [F, F] matrix: each knot moves by its own log-uniform factor
+    in `factors`, kept in order (a knot never passes the next one)."""
+    nyquist = features.sample_rate / 2
+    knots = np.array(FORMANT_KNOTS_HZ) / nyquist
+    moved = knots * np.exp(rng.uniform(np.log(factors[0]), np.log(factors[1]), len(knots)))
+    moved = np.minimum(np.maximum.accumulate(moved), 0.98)
+    moved = moved + 1e-4 * np.arange(len(moved))  # strictly increasing for the interpolation
+    return piecewise_warp_matrix(bin_positions(features), [0.0, *knots, 1.0], [0.0, *moved, 1.0])
 
 
 def colour_curve(n_bins: int, std_db: float, rng: np.random.Generator) -> F32:

@@ -219,6 +219,11 @@ def test_best_trial_needs_a_real_gain_to_pay_for_more_factors() -> None:
     assert tune_warp.best_trial(trials, min_gain=0.005).factors == (0.8, 1.0)
     assert tune_warp.best_trial(trials, min_gain=0.0).factors == (0.7, 0.8, 1.0)
     assert tune_warp.best_trial([T((), 0.3, 0.6), T((0.8, 1.0), 0.31, 0.6)], 0.0).factors == ()
+    # two factors fall just short of paying for themselves against "off"; three beat "off" by
+    # more than the gain but two by less: still not worth a third copy (runs/formant's case)
+    trials = [T((), 0.2109, 0.6), T((0.8, 1.0), 0.2059, 0.6), T((0.75, 0.85, 1.0), 0.2046, 0.6)]
+    assert tune_warp.best_trial(trials, min_gain=0.005).factors == ()
+    assert tune_warp.best_trial(trials, min_gain=0.002).factors == (0.8, 1.0)
 
 
 def test_tune_warp_writes_its_choice_into_the_bundle(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from models.config import FeatureConfig
+from models.features import bin_positions
 from models.manifest import ManifestError, Utterance, read_manifest, write_manifest
-from models.warp import warp_frequencies
+from models.warp import piecewise_warp_matrix, warp_frequencies
 from training.augment import (
     AUGMENT_PRESETS,
     AugmentConfig,
@@ -23,6 +24,7 @@ from training.augment import (
     change_speed,
     colour_curve,
     coloured_noise,
+    formant_matrix,
 )
 from training.batching import (
     STRATEGIES,
@@ -292,3 +294,44 @@ def test_coloured_noise_keeps_its_length_level_and_slope_at_awkward_lengths() ->
         assert white.shape == brown.shape == (n,) and white.dtype == np.float32
         assert np.std(white) == pytest.approx(1.0, rel=0.05)
         assert 0.02 < low_share(white) < 0.09 and low_share(brown) > 0.8
+
+
+def test_per_region_warp_moves_formants_apart_and_keeps_their_order() -> None:
+    mel = FeatureConfig(n_mels=80)
+    positions = bin_positions(mel)
+    hz = np.asarray(positions) * 8000.0
+    # identity knots are the identity
+    same = piecewise_warp_matrix(positions, [0.0, 0.2, 1.0], [0.0, 0.2, 1.0])
+    np.testing.assert_allclose(same, np.eye(80), atol=1e-6)
+    # F1 near 500 Hz moves down by 0.9 while F2 near 1500 Hz moves up by 1.1: one factor
+    # could not do both
+    f1, f2 = int(np.argmin(abs(hz - 500))), int(np.argmin(abs(hz - 1500)))
+    bins = np.arange(80)
+    spec = (np.exp(-((bins - f1) ** 2) / 4.0) + np.exp(-((bins - f2) ** 2) / 4.0))[None]
+    low = hz < 1000  # F1's side and F2's side of the spectrum
+
+    def peaks(warped: np.ndarray) -> tuple[float, float]:
+        row = warped[0]
+        return hz[np.argmax(np.where(low, row, -1))], hz[np.argmax(np.where(low, -1, row))]
+
+    src = [0.0, hz[f1] / 8000, hz[f2] / 8000, 1.0]
+    dst = [0.0, hz[f1] * 0.9 / 8000, hz[f2] * 1.1 / 8000, 1.0]
+    p1, p2 = peaks(spec @ piecewise_warp_matrix(positions, src, dst))
+    assert abs(p1 - hz[f1] * 0.9) < 30 and abs(p2 - hz[f2] * 1.1) < 60
+    # random per-region warps move each formant by at most about the range, in order
+    moved = set()
+    for seed in range(20):
+        warped = spec @ formant_matrix((0.85, 1.18), np.random.default_rng(seed), mel)
+        p1, p2 = peaks(warped)
+        assert 0.8 * hz[f1] < p1 < 1.25 * hz[f1] and 0.8 * hz[f2] < p2 < 1.25 * hz[f2]
+        moved.add((round(p1 / hz[f1], 2), round(p2 / hz[f2], 2)))
+    assert len({a - b for a, b in moved}) > 5  # the two move by different factors
+
+
+def test_formant_preset_warps_half_the_utterances_and_rejects_bad_ranges() -> None:
+    preset = AUGMENT_PRESETS["formant"]
+    assert preset.p_formant == 0.5 and "per-region warp" in preset.describe()
+    with pytest.raises(ValueError, match="formant"):
+        AugmentConfig(p_formant=1.5)
+    with pytest.raises(ValueError, match="formant_warp"):
+        AugmentConfig(formant_warp=(1.2, 0.9))
