@@ -604,7 +604,8 @@ case "${1:-}" in
     # dev and averaged as the shipped network's are (MERGE=choose: the older rule), beam WER
     # on TTS dev and her dev, each compared utterance by utterance with the shipped network
     # alone (`--ensemble false`) and the shipped pair (measured once into runs/look_base);
-    # then the export beside models/default/wide at W (a new pair's reading)
+    # then the export beside models/default/wide at W (a new pair's reading). WARPS (factor
+    # sets as tune-warp's --candidates, e.g. 0.8,1.0) fixes the warps to compare networks alike
     L=$RUN/look
     mkdir -p $L/bundle runs/look_base
     cp "${MEMBER:-$RUN/bundle}"/{model.safetensors,config.json} $L/bundle/
@@ -614,7 +615,8 @@ dec = json.load(open("models/default/decoder.json"))
 dec["config"].update(json.load(open("models/default/config.json"))["ensemble"]["alone"])
 json.dump(dec, open(sys.argv[1], "w"), indent=2)' $L/bundle/decoder.json
     $H tune-warp --bundle $L/bundle --manifest data/corpus/dev.jsonl \
-      --decide-frames "${DECIDE_FRAMES:-20}" --merge "${MERGE:-mean}" --out $L/warp_dev.json
+      --decide-frames "${DECIDE_FRAMES:-20}" --merge "${MERGE:-mean}" ${WARPS:+--candidates $WARPS} \
+      --out $L/warp_dev.json
     for s in corpus asterisk; do
       for base in alone pair; do
         flag=(); [ $base = alone ] && flag=(--ensemble false)

@@ -227,7 +227,10 @@ def test_the_bundle_reports_the_latest_dev_score_even_across_a_resume(tmp_path: 
         (["--batch-size", "0"], "batch_size and bins must be >= 1"),
         (["--rnn-hidden", "0"], "rnn_hidden and conv_channels >= 1"),
         (["--lr", "-1"], "lr and grad_clip must be > 0"),
-        (["--augment-preset", "heavy"], "augment_preset must be one of ['formant', 'full', 'light']"),
+        (
+            ["--augment-preset", "heavy"],
+            "augment_preset must be one of ['formant', 'full', 'light']",
+        ),
     ],
 )
 def test_bad_training_flags_are_refused_with_the_reason(
