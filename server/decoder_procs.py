@@ -15,7 +15,6 @@ the next stream started on its worker starts a new child first, so the worker se
 from __future__ import annotations
 
 import collections
-import gc
 import itertools
 import logging
 import multiprocessing
@@ -31,6 +30,7 @@ import numpy.typing as npt
 
 from models.config import ModelConfig
 from server.decoding import Decoder, DecoderStream, HypothesisLike, Outcome, build_decoder
+from server.memory import settle_heap
 
 F32 = npt.NDArray[np.float32]
 log = logging.getLogger("harken.server")
@@ -63,16 +63,6 @@ def _serve(
             conn.send((True, [_handle(decoder, streams, *call) for call in args]))
         else:
             conn.send(_handle(decoder, streams, op, sid, args))
-
-
-def settle_heap() -> None:
-    """Move every object alive now (torch, numba, the LM: about 200,000 of them) out of the
-    garbage collector's reach. A full collection walks every tracked object, and with them
-    in the heap it stopped a decoder process for 100-150 ms now and then, each time delaying
-    every stream it serves (models/results/commit.md); after this it walks only what the
-    streams allocated. Call once, when start-up is done."""
-    gc.collect()
-    gc.freeze()
 
 
 def _handle(

@@ -18,9 +18,10 @@ from decoder.beam import warm_up
 from models.config import ModelConfig
 from models.ensemble import alone_search
 from server.config import ServerConfig
-from server.decoder_procs import DecoderProcess, settle_heap, start_processes
+from server.decoder_procs import DecoderProcess, start_processes
 from server.decoding import Decoder, DecoderPool, build_decoder
 from server.dispatch import BatchDispatcher, DispatchObserver
+from server.memory import settle_heap
 from server.precision import resolve_dtype
 from server.runner import F32, Chunk, EnsembleRunner, runner_for_bundle
 from server.session import Engine, backlog_steps

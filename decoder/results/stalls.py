@@ -142,7 +142,7 @@ def main() -> None:
     outputs = outs.log_probs
     alphabet = Alphabet.from_list(outs.config.alphabet)
     gc.collect()
-    gc.freeze()  # as the server does once started (server/decoder_procs.settle_heap)
+    gc.freeze()  # as the server does once started (server/memory.settle_heap)
     print(
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"torch {torch.__version__}; {bundle}, {len(outputs)} utterances of {manifest}, "
