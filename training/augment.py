@@ -4,7 +4,9 @@ vocal-tract-length warping and SpecAugment masks on the features.
 Synthetic voices are clean and identical on every render; a model trained on them alone
 learns the engines, not speech. The natural-sounding training voices are mostly male (pico's
 two women are the exception), so a frequency warp (Jaitly & Hinton's VTLP) that moves
-formants and harmonics up by up to a quarter stands in for the speakers the engines lack.
+formants and harmonics up by up to a quarter stands in for the speakers the engines lack; the
+`formant` preset also moves each formant region by its own factor, a vowel space that no one
+factor gives.
 Each example is perturbed afresh every epoch, in data-loader worker processes (seeds/000 §2:
 features are computed next to the trainer, not stored), from a generator seeded by (seed,
 epoch, index) so a resumed run sees exactly the same audio.
