@@ -47,38 +47,27 @@ def warp_matrix(positions: Sequence[float], alpha: float, boundary: float = 0.6)
     alpha * f, piecewise linearly so that 0 and Nyquist stay put (the kink sits at `boundary`
     of Nyquist, scaled as in Jaitly & Hinton, 2013). `positions` are the bins' centre
     frequencies as shares of Nyquist (`models.features.bin_positions`: even for linear bins,
-    denser at the bottom for mel); each output bin linearly interpolates the two source bins
-    around the frequency it takes its content from."""
-    pos_out = np.asarray(positions, dtype=np.float64)
+    denser at the bottom for mel)."""
     knee = boundary * min(alpha, 1.0)  # as a share of Nyquist, on the output side
-    # the source frequency whose content lands on each output bin (the warp's inverse)
-    src_freq = np.where(
-        pos_out <= knee,
-        pos_out / alpha,
-        1.0 - (1.0 - knee / alpha) / (1.0 - knee) * (1.0 - pos_out),
-    )
-    return source_matrix(pos_out, src_freq)
+    return piecewise_warp_matrix(positions, (0.0, knee / alpha, 1.0), (0.0, knee, 1.0))
 
 
 def piecewise_warp_matrix(
     positions: Sequence[float], knots_from: Sequence[float], knots_to: Sequence[float]
 ) -> F32:
     """[F, F] matrix moving the content at each frequency `knots_from[i]` to `knots_to[i]`,
-    linearly in between (shares of Nyquist; both increasing, from 0 to 1). Unlike the one
-    factor of `warp_matrix`, each region of the spectrum moves by its own amount, the way two
-    speakers' vowel spaces differ by more than the length of the vocal tract."""
+    linearly in between (shares of Nyquist; both increasing, from 0 to 1). Each output bin
+    linearly interpolates the two source bins around the frequency it takes its content
+    from. With more knots than `warp_matrix`'s one kink, each region of the spectrum moves by
+    its own amount, the way two speakers' vowel spaces differ by more than the length of the
+    vocal tract."""
     pos_out = np.asarray(positions, dtype=np.float64)
+    n_bins = len(pos_out)
+    # the source frequency whose content lands on each output bin (the warp's inverse)
     src_freq = np.interp(
         pos_out, np.asarray(knots_to, np.float64), np.asarray(knots_from, np.float64)
     )
-    return source_matrix(pos_out, src_freq)
-
-
-def source_matrix(positions: F64, src_freq: F64) -> F32:
-    """[F, F] matrix whose column j linearly interpolates the two bins around `src_freq[j]`:
-    output bin j takes the content found at that frequency (shares of Nyquist)."""
-    n_bins = len(positions)
-    pos = np.interp(src_freq, positions, np.arange(n_bins, dtype=np.float64))
+    pos = np.interp(src_freq, pos_out, np.arange(n_bins, dtype=np.float64))
     lo = np.clip(np.floor(pos).astype(int), 0, n_bins - 2)
     frac = pos - lo
     m = np.zeros((n_bins, n_bins), np.float64)

@@ -37,6 +37,7 @@ from decoder.beam import BeamSearchDecoder
 from decoder.lm import KenLM, Unit
 from decoder.loading import load_decoder
 from evaluation.model_outputs import manifest_log_probs
+from server.memory import settle_heap
 
 OLD_CACHE_ENTRIES = 1 << 20
 
@@ -141,8 +142,7 @@ def main() -> None:
     outs = manifest_log_probs(bundle, manifest, dtype="int8")
     outputs = outs.log_probs
     alphabet = Alphabet.from_list(outs.config.alphabet)
-    gc.collect()
-    gc.freeze()  # as the server does once started (server/memory.settle_heap)
+    settle_heap()  # as the server does once started
     print(
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"torch {torch.__version__}; {bundle}, {len(outputs)} utterances of {manifest}, "
