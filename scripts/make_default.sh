@@ -142,7 +142,8 @@ cpu_stage() {
     --time-budget-s "${BUDGET_S:-$budget}" --workers 1 --checkpoint-every 200 --dev-every 500 \
     --strategy alternated --sortagrad false --ema-decay 0.998 --threads "${THREADS:-$threads}" \
     --augment-preset "${AUGMENT:-full}" ${EXPORT_ONLY:+--export-only true --export "$EXPORT_ONLY"} \
-    ${SOFT_TEACHER:+--soft-teacher "$SOFT_TEACHER" --soft-weight "${SOFT_W:-1}"}
+    ${SOFT_TEACHER:+--soft-teacher "$SOFT_TEACHER" --soft-weight "${SOFT_W:-1}"} \
+    ${ADVERSARY:+--adversary-scale "$ADVERSARY"}
 }
 
 # a light-preset CPU stage from models/default, frozen once into runs/NAME_init so that a
@@ -570,6 +571,14 @@ case "${1:-}" in
     # NAME=formant_control` is the same stage without it, run beside at THREADS=1 each.
     # Resumes like light7
     AUGMENT=${AUGMENT:-formant} light_stage "${NAME:-formant}" "${LR:-1e-4}" \
+      data/corpus/train.jsonl "data/asterisk/train.jsonl*${HER:-9}"
+    ;;
+  adversary)
+    # formant's recipe and budget (its control, runs/formant_control, is this stage's) with a
+    # voice classifier on the hidden state whose gradient reaches the network reversed at scale
+    # ADVERSARY (training/adversary.py; models/results/adversary.md). Run two scales side by side
+    # at THREADS=1 each, as formant and its control ran: NAME=adversary_s05 ADVERSARY=0.5 ...
+    ADVERSARY=${ADVERSARY:-0.1} BATCH=${BATCH:-32} light_stage "${NAME:-adversary}" "${LR:-1e-4}" \
       data/corpus/train.jsonl "data/asterisk/train.jsonl*${HER:-9}"
     ;;
   wideher)

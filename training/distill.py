@@ -11,22 +11,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
-
-from models.ds2 import DS2
-
-
-class Distilled(nn.Module):
-    """The acoustic model with a projection of its hidden state into the teacher's space."""
-
-    def __init__(self, model: DS2, projection: nn.Linear) -> None:
-        super().__init__()
-        self.model, self.projection = model, projection
-
-    def forward(self, feats: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """-> (log_probs [B, T', V], out_lengths [B], predicted teacher frames [B, T', D])."""
-        r, n = self.model.encode(feats, lengths)
-        return self.model.head(r), n, self.projection(r)
+from torch import Tensor
 
 
 def distill_losses(predicted: Tensor, targets: Tensor, out_lengths: Tensor) -> Tensor:

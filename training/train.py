@@ -46,11 +46,13 @@ from models.ds2 import DS2
 from models.features import featurize
 from models.manifest import Utterance, read_manifest
 from models.metrics import error_rates, greedy_decode
+from training.adversary import VoiceAdversary, voice_ids, voice_losses
 from training.augment import AUGMENT_PRESETS
 from training.batching import STRATEGIES, BatchConfig, BatchSampler, padding_ratio
 from training.data import Batch, DataConfig, SpeechDataset, collate, load_audio, worker_init
-from training.distill import Distilled, distill_losses
+from training.distill import distill_losses
 from training.grow import widen
+from training.heads import WithHeads
 from training.pause import PauseClock
 from training.soft_targets import SoftTeacher, soft_losses
 from training.teacher import TeacherTargets
@@ -83,6 +85,7 @@ class TrainConfig:
     distill_weight: float = 0.0  # the distillation loss's weight beside CTC's (with teacher)
     soft_teacher: str = ""  # a bundle (an ensemble too) whose per-frame outputs are targets
     soft_weight: float = 0.0  # the KL term's weight beside CTC's (with soft_teacher)
+    adversary_scale: float = 0.0  # > 0: a voice classifier's reversed gradient, at this scale
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -107,6 +110,8 @@ class TrainConfig:
                 "soft_teacher and soft_weight go together: a bundle and a weight > 0, or "
                 f"neither (got {self.soft_teacher!r} and {self.soft_weight})"
             )
+        if self.adversary_scale < 0:
+            raise ValueError(f"adversary_scale must be >= 0, got {self.adversary_scale}")
 
 
 @dataclass
@@ -240,9 +245,20 @@ class Trainer:
         if self.teacher is not None:
             self.projection = torch.nn.Linear(model_cfg.rnn_hidden, self.teacher.dim)
             self.projection.to(self.dist.device)
-            self.ddp = Distilled(self.model, self.projection)
             if not self.teacher.covers(train):
                 raise ValueError(f"{cfg.teacher} has targets for none of the training audio")
+        # the voice adversary (adversary.py): trained, checkpointed, not exported
+        self.adversary: VoiceAdversary | None = None
+        self.voice_of = torch.zeros(0, dtype=torch.int64)  # manifest position -> voice index
+        if cfg.adversary_scale > 0:
+            ids, names = voice_ids(train)
+            self.voice_of = torch.tensor(ids, dtype=torch.int64)
+            self.adversary = VoiceAdversary(model_cfg.rnn_hidden, names, cfg.adversary_scale)
+            self.adversary.to(self.dist.device)
+        if self.projection is not None or self.adversary is not None:
+            self.ddp = WithHeads(self.model, self.projection, self.adversary)
+        self.adversary_loss = 0.0  # the last step's mean per-utterance voice cross-entropy
+        self.voices_named = 0.0  # the last step's share of frames whose voice it named
         self.distill_loss = 0.0  # the last step's mean per-utterance distillation loss
         self.soft = (
             SoftTeacher(cfg.soft_teacher, model_cfg, str(self.dist.device))
@@ -266,9 +282,9 @@ class Trainer:
         )
 
     def _trained(self) -> list[torch.nn.Parameter]:
-        """Every parameter the optimiser steps: the model's and distillation's projection."""
-        extra = list(self.projection.parameters()) if self.projection is not None else []
-        return [*self.model.parameters(), *extra]
+        """Every parameter the optimiser steps: the model's and its training-only heads'."""
+        heads = [h for h in (self.projection, self.adversary) if h is not None]
+        return [*self.model.parameters(), *(p for h in heads for p in h.parameters())]
 
     def _optimizer(self) -> torch.optim.Optimizer:
         c = self.cfg
@@ -298,6 +314,8 @@ class Trainer:
             "scaler": self.scaler.state_dict(),
             "ema": self.ema.state_dict() if self.ema is not None else None,
             "projection": self.projection.state_dict() if self.projection is not None else None,
+            "adversary": self.adversary.state_dict() if self.adversary is not None else None,
+            "adversary_voices": list(self.adversary.voices) if self.adversary is not None else None,
             "progress": dataclasses.asdict(self.progress),
             "model_config": self.model.config.to_dict(),
             "train_config": dataclasses.asdict(self.cfg),
@@ -323,6 +341,15 @@ class Trainer:
                 f"{self.checkpoint_path} was trained {'with' if distilled else 'without'} a "
                 "teacher; resume it with the same --teacher, or use a new --out"
             )
+        voices = state.get("adversary_voices")
+        if (self.adversary is not None) != (voices is not None) or (
+            self.adversary is not None and list(self.adversary.voices) != voices
+        ):
+            raise ValueError(
+                f"{self.checkpoint_path} was trained "
+                f"{'with a voice adversary over other voices' if voices else 'without a voice adversary'}"
+                "; resume it with the same --adversary-scale and training manifests, or use a new --out"
+            )
         if state.get("ema") is not None and self.cfg.ema_decay == 0:
             # without the flag the average would be dropped: a resumed run would restart it
             # from the live weights, and --export-only would export the live weights
@@ -334,6 +361,8 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         if self.projection is not None:
             self.projection.load_state_dict(state["projection"])
+        if self.adversary is not None:
+            self.adversary.load_state_dict(state["adversary"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
         if self.cfg.ema_decay > 0 and state.get("ema") is not None:
@@ -414,6 +443,11 @@ class Trainer:
         # DDP averages gradients over ranks, so each shard's summed loss is scaled by
         # world / global batch: shards of unequal size then weigh every utterance alike.
         total = losses.sum()
+        if self.adversary is not None:
+            voices = self.voice_of[batch.indices].to(dev)
+            ce, self.voices_named = voice_losses(outputs[3], voices, out_lens)
+            total = total + ce.sum()  # the classifier learns at full rate; the network reversed
+            self.adversary_loss = float(ce.detach().mean())
         if self.projection is not None:
             if batch.teacher is None:
                 raise ValueError("a distilling run got a batch without teacher targets")
@@ -603,6 +637,14 @@ class Trainer:
                         "loss": loss,
                         **({"distill_loss": self.distill_loss} if self.projection else {}),
                         **({"soft_loss": self.soft_loss} if self.soft else {}),
+                        **(
+                            {
+                                "adversary_loss": self.adversary_loss,
+                                "voices_named": self.voices_named,
+                            }
+                            if self.adversary
+                            else {}
+                        ),
                         "lr": self.optimizer.param_groups[0]["lr"],
                         "audio_s_per_s": rate,
                     }
@@ -705,6 +747,11 @@ def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
         provenance["soft_targets"] = (
             f"{trainer.soft.name} (per-frame mix of {len(shares)} network(s), shares "
             f"{', '.join(f'{w:.2f}' for w in shares)}), KL weight {trainer.cfg.soft_weight:g}"
+        )
+    if trainer.adversary is not None:
+        provenance["voice_adversary"] = (
+            f"a classifier of {len(trainer.adversary.voices)} voices on the row-conv output, "
+            f"gradient reversed at scale {trainer.cfg.adversary_scale:g}"
         )
     if trainer.cfg.init_from:  # what the fine-tuned bundle had behind it, by value
         provenance["fine_tuned_from"] = trainer.cfg.init_from
