@@ -417,9 +417,16 @@ class DS2(nn.Module):
     def encode(self, feats: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """The row-conv output [B, T', H] that the head reads, and out_lengths [B]; training
         reads it too (an auxiliary loss on the hidden state, training/distill.py)."""
+        layers, n = self.encode_layers(feats, lengths)
+        return layers[-1], n
+
+    def encode_layers(self, feats: Tensor, lengths: Tensor) -> tuple[list[Tensor], Tensor]:
+        """Every recurrent layer's output [B, T', H], then the row-conv output, and
+        out_lengths [B]: training's auxiliary heads may read a lower layer (adversary.py)."""
         B, T, _ = feats.shape
         if T == 0:
-            return feats.new_zeros(B, 0, self.config.rnn_hidden), lengths * 0
+            empty = feats.new_zeros(B, 0, self.config.rnn_hidden)
+            return [empty] * (len(self.rnn_stack) + 1), lengths * 0
         feats = feats.to(self.feat_mean.dtype)
         x = self.normalize(feats) * time_mask(lengths, T)[:, :, None].to(feats.dtype)
         x = self.conv_input(x)
@@ -431,10 +438,13 @@ class DS2(nn.Module):
             x = layer.compute(x, time_mask(n, (x.shape[-1] - g.kernel) // g.stride + 1))
         h = self.flatten(x)
         mask = time_mask(n, h.shape[1])
+        layers = []
         for rnn in self.rnn_stack:
             h = rnn(h, mask, feats.new_zeros(B, rnn.hidden))
             h = h * mask[:, :, None].to(h.dtype)
-        return self.row_conv.compute(F.pad(h, (0, 0, 0, self.row_conv.tau))), n
+            layers.append(h)
+        layers.append(self.row_conv.compute(F.pad(h, (0, 0, 0, self.row_conv.tau))))
+        return layers, n
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -143,7 +143,7 @@ cpu_stage() {
     --strategy alternated --sortagrad false --ema-decay 0.998 --threads "${THREADS:-$threads}" \
     --augment-preset "${AUGMENT:-full}" ${EXPORT_ONLY:+--export-only true --export "$EXPORT_ONLY"} \
     ${SOFT_TEACHER:+--soft-teacher "$SOFT_TEACHER" --soft-weight "${SOFT_W:-1}"} \
-    ${ADVERSARY:+--adversary-scale "$ADVERSARY"}
+    ${ADVERSARY:+--adversary-scale "$ADVERSARY" --adversary-layer "${ADVERSARY_LAYER:--1}"}
 }
 
 # a light-preset CPU stage from models/default, frozen once into runs/NAME_init so that a
@@ -578,6 +578,7 @@ case "${1:-}" in
     # voice classifier on the hidden state whose gradient reaches the network reversed at scale
     # ADVERSARY (training/adversary.py; models/results/adversary.md). Run two scales side by side
     # at THREADS=1 each, as formant and its control ran: NAME=adversary_s05 ADVERSARY=0.5 ...
+    # ADVERSARY_LAYER=0 has it read the first recurrent layer instead of the row-conv output
     ADVERSARY=${ADVERSARY:-0.1} BATCH=${BATCH:-32} light_stage "${NAME:-adversary}" "${LR:-1e-4}" \
       data/corpus/train.jsonl "data/asterisk/train.jsonl*${HER:-9}"
     ;;

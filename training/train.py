@@ -86,6 +86,7 @@ class TrainConfig:
     soft_teacher: str = ""  # a bundle (an ensemble too) whose per-frame outputs are targets
     soft_weight: float = 0.0  # the KL term's weight beside CTC's (with soft_teacher)
     adversary_scale: float = 0.0  # > 0: a voice classifier's reversed gradient, at this scale
+    adversary_layer: int = -1  # what it reads: -1 the row-conv output, i recurrent layer i
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -251,12 +252,17 @@ class Trainer:
         self.adversary: VoiceAdversary | None = None
         self.voice_of = torch.zeros(0, dtype=torch.int64)  # manifest position -> voice index
         if cfg.adversary_scale > 0:
+            if not -1 <= cfg.adversary_layer < model_cfg.rnn_layers:
+                raise ValueError(
+                    f"adversary_layer must be -1 (the row-conv output) or a recurrent layer, "
+                    f"0 to {model_cfg.rnn_layers - 1}; got {cfg.adversary_layer}"
+                )
             ids, names = voice_ids(train)
             self.voice_of = torch.tensor(ids, dtype=torch.int64)
             self.adversary = VoiceAdversary(model_cfg.rnn_hidden, names, cfg.adversary_scale)
             self.adversary.to(self.dist.device)
         if self.projection is not None or self.adversary is not None:
-            self.ddp = WithHeads(self.model, self.projection, self.adversary)
+            self.ddp = WithHeads(self.model, self.projection, self.adversary, cfg.adversary_layer)
         self.adversary_loss = 0.0  # the last step's mean per-utterance voice cross-entropy
         self.voices_named = 0.0  # the last step's share of frames whose voice it named
         self.distill_loss = 0.0  # the last step's mean per-utterance distillation loss
@@ -749,8 +755,10 @@ def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
             f"{', '.join(f'{w:.2f}' for w in shares)}), KL weight {trainer.cfg.soft_weight:g}"
         )
     if trainer.adversary is not None:
+        layer = trainer.cfg.adversary_layer
+        where = "the row-conv output" if layer == -1 else f"recurrent layer {layer}'s output"
         provenance["voice_adversary"] = (
-            f"a classifier of {len(trainer.adversary.voices)} voices on the row-conv output, "
+            f"a classifier of {len(trainer.adversary.voices)} voices on {where}, "
             f"gradient reversed at scale {trainer.cfg.adversary_scale:g}"
         )
     if trainer.cfg.init_from:  # what the fine-tuned bundle had behind it, by value

@@ -1,7 +1,7 @@
 """Speaker-adversarial training: the network gets the voice classifier's gradient reversed and
-scaled, the loss reads only frames inside each utterance, an adversarial run learns and exports
-the plain model, its checkpoint refuses a resume without the adversary, and manifests that
-cannot name two voices are refused with the reason."""
+scaled, the loss reads only frames inside each utterance, an adversarial run (on the row-conv
+output or a lower layer) learns and exports the plain model, its checkpoint refuses a resume
+without the adversary, and adversaries that cannot work are refused with the reason."""
 
 from __future__ import annotations
 
@@ -64,9 +64,14 @@ class Adversarial(Recording):
         return loss
 
 
-def test_an_adversarial_run_learns_and_exports_the_plain_model(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("layer", "where"), [(-1, "row-conv output"), (0, "recurrent layer 0")])
+def test_an_adversarial_run_learns_and_exports_the_plain_model(
+    tmp_path: Path, layer: int, where: str
+) -> None:
     utts = two_voices(make_corpus(tmp_path, 4))
-    cfg = train_config(epochs=100, max_steps=12, augment=False, adversary_scale=0.1)
+    cfg = train_config(
+        epochs=100, max_steps=12, augment=False, adversary_scale=0.1, adversary_layer=layer
+    )
     trainer = Adversarial(MODEL, cfg, BatchConfig(batch_size=4), utts, [], tmp_path / "run")
     trainer.fit()
     assert trainer.losses[-1] < trainer.losses[0]  # CTC learns beside the adversary
@@ -74,6 +79,7 @@ def test_an_adversarial_run_learns_and_exports_the_plain_model(tmp_path: Path) -
     bundle = load_bundle(export(trainer, tmp_path / "bundle", "train.jsonl"))
     assert set(bundle.state_dict()) == set(DS2(MODEL, folded=True).state_dict())
     assert "2 voices" in str(bundle.provenance["voice_adversary"])
+    assert where in str(bundle.provenance["voice_adversary"])
     # the checkpoint keeps the classifier: resuming without it is refused, not dropped
     plain = train_config(epochs=100, max_steps=14, augment=False)
     with pytest.raises(ValueError, match="with a voice adversary"):
@@ -89,11 +95,19 @@ def test_voices_are_indexed_by_name() -> None:
 
 
 @pytest.mark.parametrize(
-    ("voices", "reason"),
-    [(["tones", "tones"], "at least two voices"), (["a", None], "needs every utterance's")],
+    ("voices", "flags", "reason"),
+    [
+        (["tones", "tones"], [], "at least two voices"),
+        (["a", None], [], "needs every utterance's"),
+        (["a", "b"], ["--adversary-layer", "7"], "adversary_layer must be -1"),
+    ],
 )
-def test_manifests_that_cannot_name_two_voices_are_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], voices: list[str | None], reason: str
+def test_adversaries_that_cannot_work_are_refused_with_the_reason(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    voices: list[str | None],
+    flags: list[str],
+    reason: str,
 ) -> None:
     utts = make_corpus(tmp_path, 2)
     write_manifest(
@@ -101,6 +115,6 @@ def test_manifests_that_cannot_name_two_voices_are_refused(
         [dataclasses.replace(u, voice=v) for u, v in zip(utts, voices, strict=True)],
     )
     argv = ["train", "--train", str(tmp_path / "train.jsonl"), "--out", str(tmp_path / "r"),
-            "--adversary-scale", "0.5"]  # fmt: skip
+            "--adversary-scale", "0.5", *flags]  # fmt: skip
     assert harken_cli.main(argv) == 2
     assert reason in capsys.readouterr().err
