@@ -17,7 +17,6 @@ search.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import sys
 import time
 from pathlib import Path
@@ -27,10 +26,10 @@ import numpy.typing as npt
 import torch
 
 from decoder.alphabet import Alphabet
-from decoder.beam import BeamSearchDecoder
 from decoder.loading import load_decoder
 from decoder.metrics import cer, wer
 from evaluation.compare import paired_bootstrap
+from evaluation.pool_decode import beam_texts
 from models.ensemble import load_networks, mix_numpy
 from models.features import featurize
 from models.manifest import read_manifest
@@ -39,12 +38,6 @@ from models.warp import BLANK, SPEECH_PROB, WarpChoice, frame_entropy, select, w
 from training.data import load_audio
 
 F32 = npt.NDArray[np.float32]
-_DECODER: BeamSearchDecoder | None = None
-
-
-def _decode(log_probs: F32) -> str:
-    assert _DECODER is not None
-    return _DECODER.decode(log_probs)[0].text
 
 
 def speech_entropy(log_probs: F32) -> float:
@@ -55,7 +48,6 @@ def speech_entropy(log_probs: F32) -> float:
 
 
 def main() -> None:
-    global _DECODER
     bundle, manifest, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
     torch.set_num_threads(2)
     nets = load_networks(bundle)
@@ -102,7 +94,7 @@ def main() -> None:
         "lowest entropy": entropy.argmin(1),
         "oracle (greedy)": char_errors.argmin(1),
     }
-    _DECODER = load_decoder(bundle, Alphabet.from_list(cfg.alphabet), cfg.frame_seconds)
+    decoder = load_decoder(bundle, Alphabet.from_list(cfg.alphabet), cfg.frame_seconds)
     words = np.array([len(r.split()) for r in refs])
     rows: dict[str, dict[str, object]] = {}
     errors: dict[str, npt.NDArray[np.int64]] = {}
@@ -114,8 +106,7 @@ def main() -> None:
             "chosen": np.bincount(pick, minlength=len(candidates)).tolist(),
         }
         if not name.startswith("oracle"):
-            with multiprocessing.get_context("fork").Pool(2) as pool:
-                hyps = pool.map(_decode, outs, chunksize=4)
+            hyps = beam_texts(decoder, outs)
             errors[name] = np.array([wer([(r, h)]).errors for r, h in zip(refs, hyps, strict=True)])
             row["beam_wer"] = wer(zip(refs, hyps, strict=True)).rate
             if name != "candidate 0":

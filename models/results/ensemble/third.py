@@ -12,7 +12,6 @@ set is decoded with BUNDLE's search (greedy CER, beam WER) and paired against th
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import sys
 import time
@@ -23,10 +22,10 @@ import numpy.typing as npt
 import torch
 
 from decoder.alphabet import Alphabet
-from decoder.beam import BeamSearchDecoder
 from decoder.loading import load_decoder
 from decoder.metrics import cer, wer
 from evaluation.compare import paired_bootstrap
+from evaluation.pool_decode import beam_texts
 from models.ensemble import load_networks, mix_numpy
 from models.features import featurize
 from models.manifest import read_manifest
@@ -35,16 +34,9 @@ from models.warp import WarpChoice, select, warp_features
 from training.data import load_audio
 
 F32 = npt.NDArray[np.float32]
-_DECODER: BeamSearchDecoder | None = None
-
-
-def _decode(log_probs: F32) -> str:
-    assert _DECODER is not None
-    return _DECODER.decode(log_probs)[0].text
 
 
 def main() -> None:
-    global _DECODER
     bundle, manifest, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
     torch.set_num_threads(2)
     nets = load_networks(bundle)
@@ -80,7 +72,7 @@ def main() -> None:
             heard.append(per_net)
     print(f"networks: {time.time() - t0:.0f} s for {len(utts)} utterances", flush=True)
     cfg = first.config
-    _DECODER = load_decoder(bundle, Alphabet.from_list(cfg.alphabet), cfg.frame_seconds)
+    decoder = load_decoder(bundle, Alphabet.from_list(cfg.alphabet), cfg.frame_seconds)
     refs = [u.text for u in utts]
     words = np.array([len(r.split()) for r in refs])
     rows: dict[str, dict[str, float]] = {}
@@ -91,8 +83,7 @@ def main() -> None:
         base = base or name
         keep = [i for i, w in enumerate(ws) if w > 0]
         outs = [mix_numpy([u[i] for i in keep], [ws[i] for i in keep]) for u in heard]
-        with multiprocessing.get_context("fork").Pool(2) as pool:
-            hyps = pool.map(_decode, outs, chunksize=4)
+        hyps = beam_texts(decoder, outs)
         greedy = [greedy_decode(o, cfg.alphabet) for o in outs]
         errors[name] = np.array([wer([(r, h)]).errors for r, h in zip(refs, hyps, strict=True)])
         row = {

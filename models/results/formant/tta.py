@@ -16,7 +16,6 @@ cost would be (K + 1) times the first network's steps.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import sys
 import time
 from pathlib import Path
@@ -26,10 +25,10 @@ import numpy.typing as npt
 import torch
 
 from decoder.alphabet import Alphabet
-from decoder.beam import BeamSearchDecoder
 from decoder.loading import load_decoder
 from decoder.metrics import cer, wer
 from evaluation.compare import paired_bootstrap
+from evaluation.pool_decode import beam_texts
 from models.ds2 import DS2
 from models.ensemble import load_networks, mix_numpy
 from models.features import featurize
@@ -42,16 +41,9 @@ from training.data import load_audio
 F32 = npt.NDArray[np.float32]
 RANGES = {"narrow": (0.93, 1.08), "train": (0.85, 1.18)}
 K_MAX = 6
-_DECODER: BeamSearchDecoder | None = None
-
-
-def _decode(log_probs: F32) -> str:
-    assert _DECODER is not None
-    return _DECODER.decode(log_probs)[0].text
 
 
 def main() -> None:
-    global _DECODER
     bundle, manifest, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
     torch.set_num_threads(2)
     nets = load_networks(bundle)
@@ -106,14 +98,13 @@ def main() -> None:
                 for i, p in enumerate(plain)
             ]
     cfg = first.config
-    _DECODER = load_decoder(bundle, Alphabet.from_list(cfg.alphabet), cfg.frame_seconds)
+    decoder = load_decoder(bundle, Alphabet.from_list(cfg.alphabet), cfg.frame_seconds)
     refs = [u.text for u in utts]
     words = np.array([len(r.split()) for r in refs])
     rows: dict[str, dict[str, float]] = {}
     errors = {}
     for name, outs in variants.items():
-        with multiprocessing.get_context("fork").Pool(2) as pool:
-            hyps = pool.map(_decode, outs, chunksize=4)
+        hyps = beam_texts(decoder, outs)
         greedy = [greedy_decode(o, cfg.alphabet) for o in outs]
         errors[name] = np.array([wer([(r, h)]).errors for r, h in zip(refs, hyps, strict=True)])
         row = {

@@ -20,7 +20,6 @@ bootstrap against (a) at the same penalty.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import sys
 import time
@@ -31,10 +30,10 @@ import numpy.typing as npt
 import torch
 
 from decoder.alphabet import Alphabet
-from decoder.beam import BeamSearchDecoder
 from decoder.loading import load_decoder, read_decoder_json
 from decoder.metrics import cer, wer
 from evaluation.compare import paired_bootstrap
+from evaluation.pool_decode import beam_texts
 from models.ensemble import load_networks, mix_numpy
 from models.features import featurize
 from models.manifest import read_manifest
@@ -43,16 +42,9 @@ from models.warp import WarpChoice, select, warp_features
 from training.data import load_audio
 
 F32 = npt.NDArray[np.float32]
-_DECODER: BeamSearchDecoder | None = None  # the search each forked worker inherits
-
-
-def _decode(log_probs: F32) -> str:
-    assert _DECODER is not None
-    return _DECODER.decode(log_probs)[0].text
 
 
 def main() -> None:
-    global _DECODER
     bundle, manifest, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
     torch.set_num_threads(2)
     nets = load_networks(bundle)
@@ -108,13 +100,12 @@ def main() -> None:
     words = np.array([len(r.split()) for r in refs])
     rows: dict[str, dict[str, float]] = {}
     for penalty in penalties:
-        _DECODER = load_decoder(
+        decoder = load_decoder(
             bundle, Alphabet.from_list(cfg.alphabet), cfg.frame_seconds, blank_penalty=penalty
         )
         errors = {}
         for name, outs in variants.items():
-            with multiprocessing.get_context("fork").Pool(2) as pool:
-                hyps = pool.map(_decode, outs, chunksize=4)
+            hyps = beam_texts(decoder, outs)
             greedy = [greedy_decode(o, cfg.alphabet) for o in outs]
             errors[name] = np.array([wer([(r, h)]).errors for r, h in zip(refs, hyps, strict=True)])
             rows[f"{name} {penalty:g}"] = {
