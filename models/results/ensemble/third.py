@@ -23,13 +23,10 @@ import torch
 
 from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder
-from decoder.metrics import cer, wer
-from evaluation.compare import paired_bootstrap
-from evaluation.pool_decode import beam_texts
+from evaluation.variants import score_variants
 from models.ensemble import load_networks, mix_numpy
 from models.features import featurize
 from models.manifest import read_manifest
-from models.metrics import greedy_decode
 from models.warp import WarpChoice, select, warp_features
 from training.data import load_audio
 
@@ -74,35 +71,13 @@ def main() -> None:
     cfg = first.config
     decoder = load_decoder(bundle, Alphabet.from_list(cfg.alphabet), cfg.frame_seconds)
     refs = [u.text for u in utts]
-    words = np.array([len(r.split()) for r in refs])
-    rows: dict[str, dict[str, float]] = {}
-    errors: dict[str, npt.NDArray[np.int64]] = {}
-    base = ""
+    variants = {}
     for ws in weight_sets:
-        name = ",".join(f"{w:g}" for w in ws)
-        base = base or name
         keep = [i for i, w in enumerate(ws) if w > 0]
-        outs = [mix_numpy([u[i] for i in keep], [ws[i] for i in keep]) for u in heard]
-        hyps = beam_texts(decoder, outs)
-        greedy = [greedy_decode(o, cfg.alphabet) for o in outs]
-        errors[name] = np.array([wer([(r, h)]).errors for r, h in zip(refs, hyps, strict=True)])
-        row = {
-            "greedy_cer": cer(zip(refs, greedy, strict=True)).rate,
-            "beam_wer": wer(zip(refs, hyps, strict=True)).rate,
-        }
-        if name != base:
-            low, high, p_worse = paired_bootstrap(errors[base], errors[name], words)
-            row |= {"vs_first_low": low, "vs_first_high": high, "p_worse": p_worse}
-        rows[name] = row
-        print(
-            f"weights {name:<22} greedy CER {row['greedy_cer']:.2%}  beam WER {row['beam_wer']:.2%}"
-            + (
-                f"  vs first {row['vs_first_low']:+.2%} to {row['vs_first_high']:+.2%}"
-                if "p_worse" in row
-                else ""
-            ),
-            flush=True,
-        )
+        variants[",".join(f"{w:g}" for w in ws)] = [
+            mix_numpy([u[i] for i in keep], [ws[i] for i in keep]) for u in heard
+        ]
+    rows = score_variants(decoder, cfg.alphabet, refs, variants, next(iter(variants)))
     result = {
         "bundle": str(bundle),
         "extras": sys.argv[4:],

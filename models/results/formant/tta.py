@@ -26,14 +26,11 @@ import torch
 
 from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder
-from decoder.metrics import cer, wer
-from evaluation.compare import paired_bootstrap
-from evaluation.pool_decode import beam_texts
+from evaluation.variants import score_variants
 from models.ds2 import DS2
 from models.ensemble import load_networks, mix_numpy
 from models.features import featurize
 from models.manifest import read_manifest
-from models.metrics import greedy_decode
 from models.warp import WarpChoice, select, warp_features
 from training.augment import formant_matrix
 from training.data import load_audio
@@ -100,30 +97,7 @@ def main() -> None:
     cfg = first.config
     decoder = load_decoder(bundle, Alphabet.from_list(cfg.alphabet), cfg.frame_seconds)
     refs = [u.text for u in utts]
-    words = np.array([len(r.split()) for r in refs])
-    rows: dict[str, dict[str, float]] = {}
-    errors = {}
-    for name, outs in variants.items():
-        hyps = beam_texts(decoder, outs)
-        greedy = [greedy_decode(o, cfg.alphabet) for o in outs]
-        errors[name] = np.array([wer([(r, h)]).errors for r, h in zip(refs, hyps, strict=True)])
-        row = {
-            "greedy_cer": cer(zip(refs, greedy, strict=True)).rate,
-            "beam_wer": wer(zip(refs, hyps, strict=True)).rate,
-        }
-        if name != "served":
-            low, high, p_worse = paired_bootstrap(errors["served"], errors[name], words)
-            row |= {"vs_served_low": low, "vs_served_high": high, "p_worse": p_worse}
-        rows[name] = row
-        print(
-            f"{name:<14} greedy CER {row['greedy_cer']:.2%}  beam WER {row['beam_wer']:.2%}"
-            + (
-                f"  vs served {row['vs_served_low']:+.2%} to {row['vs_served_high']:+.2%}"
-                if "p_worse" in row
-                else ""
-            ),
-            flush=True,
-        )
+    rows = score_variants(decoder, cfg.alphabet, refs, variants, "served")
     result = {
         "bundle": str(bundle),
         "manifest": str(manifest),

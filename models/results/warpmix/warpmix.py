@@ -33,7 +33,7 @@ from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder, read_decoder_json
 from decoder.metrics import cer, wer
 from evaluation.compare import paired_bootstrap
-from evaluation.pool_decode import beam_texts
+from evaluation.variants import beam_texts
 from models.ensemble import load_networks, mix_numpy
 from models.features import featurize
 from models.manifest import read_manifest
