@@ -1,9 +1,9 @@
 """The acoustic model with the training-only heads that read its hidden state.
 
 Distillation's projection (distill.py) reads the row-conv output, the state the output layer
-reads; the voice adversary (adversary.py) reads it or a lower recurrent layer's output. They are wrapped with the model in one
-module so that distributed training sees their parameters in the one forward it wraps; none
-of them is exported.
+reads; the voice adversary (adversary.py) reads it or a lower recurrent layer's output. They
+are wrapped with the model in one module so that distributed training sees their parameters
+in the one forward it wraps; none of them is exported.
 """
 
 from __future__ import annotations

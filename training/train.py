@@ -348,13 +348,18 @@ class Trainer:
                 "teacher; resume it with the same --teacher, or use a new --out"
             )
         voices = state.get("adversary_voices")
-        if (self.adversary is not None) != (voices is not None) or (
-            self.adversary is not None and list(self.adversary.voices) != voices
-        ):
+        mine = list(self.adversary.voices) if self.adversary is not None else None
+        if voices != mine:
+            trained = (
+                "without a voice adversary"
+                if voices is None
+                else "with a voice adversary"
+                if mine is None
+                else "with a voice adversary over other voices (other training manifests)"
+            )
             raise ValueError(
-                f"{self.checkpoint_path} was trained "
-                f"{'with a voice adversary over other voices' if voices else 'without a voice adversary'}"
-                "; resume it with the same --adversary-scale and training manifests, or use a new --out"
+                f"{self.checkpoint_path} was trained {trained}; resume it with the same "
+                "--adversary-scale and training manifests, or use a new --out"
             )
         if state.get("ema") is not None and self.cfg.ema_decay == 0:
             # without the flag the average would be dropped: a resumed run would restart it
