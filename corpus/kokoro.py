@@ -27,6 +27,7 @@ import math
 import os
 import random
 import re
+import subprocess
 import sys
 import tempfile
 import zlib
@@ -80,6 +81,17 @@ def _blends(seed: int = BLEND_SEED) -> dict[str, tuple[float, ...]]:
 
 BLENDS = _blends()
 VOICES = (*PACKS, *BLENDS, HIBARI_VOICE)  # every kokoro voice name: all of them train
+# espeak-ng's accents that Kokoro's voices speak through espeak-ng's IPA instead of hibari's US
+# G2P: natural voices with accents no other training voice has (the held-out awb is a
+# Scottish man; models/results/accent.md). Hibari's own network reads only its G2P's strings.
+ACCENTS = ("en-gb-scotland", "en-gb-x-rp", "en-029")
+ACCENTED = tuple(f"{v}@{a}" for a in ACCENTS for v in VOICES if v != HIBARI_VOICE)
+# espeak-ng's IPA -> misaki's symbols, which write a diphthong or the US flap as one letter;
+# Scottish ʉ and espeak's ɐ, which Kokoro's vocabulary lacks, become their nearest vowels
+TO_MISAKI = (
+    *(("eɪ", "A"), ("aɪ", "I"), ("aʊ", "W"), ("ɔɪ", "Y"), ("oʊ", "O"), ("əʊ", "Q")),
+    *(("ʌʉ", "ʌu"), ("ʉ", "u"), ("ɾ", "T"), ("ɐ", "ə")),
+)
 
 
 def missing_packages() -> list[str]:
@@ -204,13 +216,39 @@ def phonemes(text: str) -> str:
     return ps
 
 
+def espeak_phonemes(text: str, accent: str) -> str:
+    """The text in Kokoro's phoneme alphabet as espeak-ng speaks it with `accent` (its clauses
+    joined by commas)."""
+    if accent not in ACCENTS:
+        raise ValueError(f"unknown accent {accent!r}; known: {', '.join(ACCENTS)}")
+    ipa = subprocess.run(
+        ["espeak-ng", "-q", "--ipa", "-v", accent, "--", text],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    ps = ", ".join(line.strip() for line in ipa.splitlines() if line.strip())
+    for a, b in TO_MISAKI:
+        ps = ps.replace(a, b)
+    if not ps:
+        raise ValueError(f"espeak-ng ({accent}) gave no phonemes for {text[:60]!r}")
+    return ps
+
+
 def synthesize(voice: str, text: str, speed: float = 1.0) -> F32:
-    """One sentence (or a few) in a voice of VOICES at `speed` (1.0 is the voice's own pace):
+    """One sentence (or a few) in a voice of VOICES, or of ACCENTED ('NAME@ACCENT': the voice
+    speaking espeak-ng's phonemes for that accent), at `speed` (1.0 is the voice's own pace):
     float32 audio at SAMPLE_RATE, peak-normalised to 0.9."""
-    if voice not in VOICES:
-        raise ValueError(f"unknown kokoro voice {voice!r}; known: {', '.join(VOICES)}")
+    name, _, accent = voice.partition("@")
+    if voice not in VOICES and voice not in ACCENTED:
+        raise ValueError(
+            f"unknown kokoro voice {voice!r}; known: {', '.join(VOICES)}, and NAME@ACCENT for "
+            f"every one but {HIBARI_VOICE} with ACCENT one of {', '.join(ACCENTS)}"
+        )
     engine = load()
-    ps = phonemes(text)
+    ps = espeak_phonemes(text, accent) if accent else phonemes(text)
+    voice = name
     if voice == HIBARI_VOICE:
         # hibari adds noise from a generator: seeded by the text, the render is repeatable
         rng = np.random.default_rng(zlib.crc32(text.encode()))

@@ -50,6 +50,7 @@ FAMILY_WEIGHTS = {
     "piper": 0.0825,
     "rhvoice": 0.1125,
     "kokoro": 0.25,
+    "kokoro_accent": 0.25,  # only when asked for (voices.DEFAULT_ENGINES leaves it out)
 }
 BATCHED_ENGINES = ("festival", "rhvoice")  # one process a batch: start-up costs > a sentence
 HIGH_PITCH_SHARE = 0.4  # diphone renders at 1.6-2.1x their pitch (female range)
@@ -78,7 +79,7 @@ class SynthConfig:
     test_minutes: float = 25.0  # planned test speech, held-out voices
     renders: int = 1  # training voices per sentence; >1 trades text variety for speakers
     seed: int = 0
-    engines: tuple[str, ...] = voices.ENGINES  # which engines to use
+    engines: tuple[str, ...] = voices.DEFAULT_ENGINES  # which engines to use
     limit_sentences: int = 0  # use only this many sentences (0: all), for quick tests
     max_seconds: float = 20.0  # longer renders (a 300-letter chemical name) stay out of manifests
 
@@ -110,7 +111,9 @@ def _missing(engine: str) -> str | None:
             f"needs wine, RHVoice.dll, its bdl/clb data and rhsay.exe in {voices.RHVOICE_DIR}",
         ),
     }
-    if engine == "kokoro":
+    if engine == "kokoro-accent" and not shutil.which("espeak-ng"):
+        return "no espeak-ng program (it writes the accents' phonemes)"
+    if engine in ("kokoro", "kokoro-accent"):
         return (
             None if voices.kokoro_available() else f"needs {', '.join(kokoro.missing_packages())}"
         )
@@ -128,6 +131,7 @@ def training_voices(engines: Sequence[str]) -> tuple[list[Voice], list[float]]:
         "piper": voices.TRAIN_PIPER,
         "rhvoice": voices.TRAIN_RHVOICE,
         "kokoro": voices.TRAIN_KOKORO,
+        "kokoro_accent": voices.TRAIN_KOKORO_ACCENT,
     }
     pool, weights = [], []
     for family, members in families.items():
@@ -183,7 +187,7 @@ def _pitch(rng: random.Random, voice: Voice) -> float:
     frequency warp covers it).
     Piper's and kokoro's neural voices have no pitch control (kokoro's pitch comes with each
     voice's style): always 1.0, so the manifest says what it got."""
-    if voice.engine in ("piper", "kokoro"):
+    if voice.engine in ("piper", "kokoro", "kokoro-accent"):
         return 1.0
     if voice.label in HIGH_PITCH_VOICES and rng.random() < HIGH_PITCH_SHARE:
         return rng.uniform(1.6, 2.1)

@@ -43,12 +43,15 @@ ESPEAK_VARIANTS = (
     *("klatt", "klatt2", "klatt3", "klatt4", "norbert", "shelby", "travis", "victor"),
 )
 SUBPROCESS_TIMEOUT_S = 120
-ENGINES = ("espeak-ng", "flite", "festival", "pico", "piper", "rhvoice", "kokoro")
+# what `harken synth` uses unless told: kokoro-accent (Kokoro's voices with espeak-ng's accents)
+# is asked for by name, so that the corpora built before it keep their plans
+DEFAULT_ENGINES = ("espeak-ng", "flite", "festival", "pico", "piper", "rhvoice", "kokoro")
+ENGINES = (*DEFAULT_ENGINES, "kokoro-accent")
 
 
 @dataclass(frozen=True)
 class Voice:
-    engine: str  # "espeak-ng", "flite", "festival", "pico", "piper", "rhvoice" or "kokoro"
+    engine: str  # one of ENGINES
     name: str  # engine's voice name, with an espeak-ng variant after '+'
 
     @property
@@ -87,6 +90,8 @@ RHVOICE_HELD_OUT = {"slt": "CMU ARCTIC slt", "alan": "Alan W Black (CMU ARCTIC a
 # five male-leaning: two at 150-160 Hz, three men) and hibari's US woman (distilled from
 # af_heart): 18 neural voices, none of them a held-out speaker
 TRAIN_KOKORO = tuple(Voice("kokoro", name) for name in kokoro.VOICES)
+# Kokoro's voices but hibari's with espeak-ng's Scottish, RP and Caribbean English phonemes
+TRAIN_KOKORO_ACCENT = tuple(Voice("kokoro-accent", name) for name in kokoro.ACCENTED)
 TRAIN_ESPEAK = tuple(
     Voice("espeak-ng", f"{a}+{v}") for a in ESPEAK_ACCENTS for v in ESPEAK_VARIANTS
 )
@@ -117,7 +122,7 @@ def render(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> None:
     elif voice.engine == "rhvoice":
         if errors := render_rhvoice(voice, [(spoken, prosody, wav)]):
             raise RuntimeError(f"rhvoice {voice.name}: {errors[0]}")
-    elif voice.engine == "kokoro":
+    elif voice.engine in ("kokoro", "kokoro-accent"):
         render_kokoro(voice, spoken, prosody, wav)
     else:
         raise ValueError(f"unknown engine {voice.engine!r}; use {', '.join(ENGINES)}")
@@ -232,6 +237,10 @@ def render_kokoro(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> Non
     kokoro voices pitch 1.0."""
     if prosody.pitch != 1.0:
         raise ValueError(f"kokoro voices cannot change pitch (asked {prosody.pitch})")
+    if ("@" in voice.name) != (voice.engine == "kokoro-accent"):
+        raise ValueError(
+            f"{voice.label}: an accented kokoro voice is kokoro-accent:NAME@ACCENT, and only it"
+        )
     kokoro.render(voice.name, spoken, prosody.rate, wav)
 
 

@@ -1,5 +1,5 @@
-"""Kokoro, the seventh engine: its model assembles safely, its voices speak and differ, and a
-build keeps them in training. Missing packages fail these tests (with what to install): the
+"""Kokoro, the seventh engine: its model assembles safely, its voices speak and differ (with
+espeak-ng's accents too), and a build keeps them in training. Missing packages fail these tests (with what to install): the
 engine is part of the `synth` extra, not optional."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import soundfile as sf
 
 from corpus import kokoro, synth
-from corpus.voices import HELD_OUT, TRAIN_KOKORO, Prosody, Voice, render
+from corpus.voices import HELD_OUT, TRAIN_KOKORO, TRAIN_KOKORO_ACCENT, Prosody, Voice, render
 from models.manifest import read_manifest
 from tests.corpus.test_synth import _args, _median_f0
 
@@ -61,6 +61,31 @@ def test_kokoro_refuses_pitch_and_unknown_voices(tmp_path: Path) -> None:
         render(Voice("kokoro", "af_bella"), SPOKEN, Prosody(), tmp_path / "x.wav")
 
 
+def test_accents_become_phonemes_kokoro_speaks_and_differ() -> None:
+    vocab = kokoro.load().vocab
+    text = "they might go out today and buy a bottle of water"
+    said = {a: kokoro.espeak_phonemes(text, a) for a in kokoro.ACCENTS}
+    for accent, ps in said.items():
+        assert set(ps) <= set(vocab), (accent, set(ps) - set(vocab))
+    assert len(set(said.values())) == len(kokoro.ACCENTS)  # each accent says it its own way
+    assert "eː" in said["en-gb-scotland"] and "A" not in said["en-gb-scotland"]  # eː, not eɪ
+    assert "I" in said["en-gb-x-rp"]  # misaki's aɪ
+
+
+def test_an_accented_voice_speaks_and_names_are_checked(tmp_path: Path) -> None:
+    wav = _to_16k(tmp_path, Voice("kokoro-accent", "jm_kumo@en-gb-scotland"), Prosody(), "s")
+    assert 1.0 < sf.info(str(wav)).duration < 5.0
+    assert len(TRAIN_KOKORO_ACCENT) == 17 * len(kokoro.ACCENTS)
+    for voice, reason in [
+        (Voice("kokoro-accent", "hibari_heart@en-gb-scotland"), "unknown kokoro voice"),
+        (Voice("kokoro-accent", "jm_kumo@en-us"), "unknown kokoro voice"),
+        (Voice("kokoro-accent", "jm_kumo"), "only it"),
+        (Voice("kokoro", "jm_kumo@en-gb-scotland"), "only it"),
+    ]:
+        with pytest.raises(ValueError, match=reason):
+            render(voice, SPOKEN, Prosody(), tmp_path / "x.wav")
+
+
 def test_the_voice_set_is_fixed_and_the_blends_convex() -> None:
     """The names are the speakers everywhere: the seeded blends must not drift."""
     assert len(TRAIN_KOKORO) == 18 and len(set(TRAIN_KOKORO)) == 18
@@ -99,11 +124,16 @@ def test_the_model_assembles_once_even_when_processes_race(tmp_path: Path) -> No
 
 
 @pytest.mark.skipif(not shutil.which("flite"), reason="needs flite for the held-out voices")
-def test_a_build_keeps_kokoro_in_training_only(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("engine", "family"), [("kokoro", TRAIN_KOKORO), ("kokoro-accent", TRAIN_KOKORO_ACCENT)]
+)
+def test_a_build_keeps_kokoro_in_training_only(
+    tmp_path: Path, engine: str, family: tuple[Voice, ...]
+) -> None:
     args = _args(tmp_path)
-    args.engines, args.renders = "kokoro,flite", 4
+    args.engines, args.renders = f"{engine},flite", 4
     assert synth.main(args) == 0
     train = read_manifest(args.out / "train.jsonl", check_audio=True)
     dev_test = [u for s in ("dev", "test") for u in read_manifest(args.out / f"{s}.jsonl")]
-    assert {u.voice for u in train} & {v.label for v in TRAIN_KOKORO}
+    assert {u.voice for u in train} & {v.label for v in family}
     assert dev_test and {u.voice for u in dev_test} <= {v.label for v in HELD_OUT}
