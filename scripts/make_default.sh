@@ -582,6 +582,22 @@ case "${1:-}" in
     ADVERSARY=${ADVERSARY:-0.1} BATCH=${BATCH:-32} light_stage "${NAME:-adversary}" "${LR:-1e-4}" \
       data/corpus/train.jsonl "data/asterisk/train.jsonl*${HER:-9}"
     ;;
+  accents)
+    # Kokoro's voices speaking espeak-ng's Scottish, RP and Caribbean English (the engine
+    # kokoro-accent: voices the network reads as badly as the held-out Scottish awb;
+    # models/results/accent.md), beside flite's training voices for synth's tiny dev/test
+    # (unused); its own seed, held-out sentences excluded. Resumable like every synth (same
+    # line, same seed); about 3.4x real time on 2 cores
+    $H synth --out data/accent --engines kokoro-accent,flite --train-hours 1.5 --dev-minutes 0.1 \
+      --test-minutes 0.1 --seed 23 --workers "$(nproc)" --exclude "${HELD_OUT[@]}"
+    ;;
+  accent)
+    # formant's recipe and budget (its control is runs/formant_control) with the accented voices
+    # (`accents`) beside data/corpus and her prompts: does hearing Scottish, RP and Caribbean
+    # English in natural voices move the held-out voices, awb first? Resumes like light7
+    BATCH=${BATCH:-32} light_stage "${NAME:-accent}" "${LR:-1e-4}" data/corpus/train.jsonl \
+      data/accent/train.jsonl "data/asterisk/train.jsonl*${HER:-9}"
+    ;;
   wideher)
     # her's recipe (the corpus models/default first learnt beside her prompts x9, a fifth of
     # the utterances, at a low peak; the stage that read TTS dev 1.27 points better for the
