@@ -570,7 +570,7 @@ case "${1:-}" in
     # each, against the voice gap (models/results/formant.md). `AUGMENT=light
     # NAME=formant_control` is the same stage without it, run beside at THREADS=1 each.
     # Resumes like light7
-    AUGMENT=${AUGMENT:-formant} light_stage "${NAME:-formant}" "${LR:-1e-4}" \
+    AUGMENT=${AUGMENT:-formant} BATCH=${BATCH:-32} light_stage "${NAME:-formant}" "${LR:-1e-4}" \
       data/corpus/train.jsonl "data/asterisk/train.jsonl*${HER:-9}"
     ;;
   adversary)
