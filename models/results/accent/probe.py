@@ -16,7 +16,6 @@ measures.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -37,21 +36,6 @@ from models.warp import adapted_forward
 from training.data import load_audio
 
 VOICES = ("jm_kumo", "blend10")  # Kokoro's man, and a blend at 0.75 of him
-# espeak-ng's IPA -> misaki's symbols, where misaki writes a diphthong or the flap as one
-TO_MISAKI: tuple[tuple[str, str], ...] = (
-    *(("eɪ", "A"), ("aɪ", "I"), ("aʊ", "W"), ("ɔɪ", "Y"), ("oʊ", "O"), ("əʊ", "Q")),
-    *(("ʌʉ", "ʌu"), ("ʉ", "u"), ("ɾ", "T"), ("ɐ", "ə")),  # Kokoro's vocabulary lacks ʉ and ɐ
-)
-
-
-def espeak_phonemes(text: str, accent: str) -> str:
-    ipa = subprocess.run(
-        ["espeak-ng", "-q", "--ipa", "-v", accent, text], capture_output=True, text=True, check=True
-    ).stdout
-    ps = ", ".join(line.strip() for line in ipa.splitlines() if line.strip())
-    for a, b in TO_MISAKI:
-        ps = ps.replace(a, b)
-    return ps
 
 
 def main() -> None:
@@ -70,7 +54,9 @@ def main() -> None:
             variants[name] = []
             for i, u in enumerate(awb):
                 ps = (
-                    kokoro.phonemes(u.text) if front == "hibari" else espeak_phonemes(u.text, front)
+                    kokoro.phonemes(u.text)
+                    if front == "hibari"
+                    else kokoro.espeak_phonemes(u.text, front)
                 )
                 audio = kokoro._kokoro(engine, voice, ps, 1.0)
                 audio = audio * (0.9 / max(float(np.abs(audio).max()), 1e-4))
