@@ -1,0 +1,139 @@
+"""Would each utterance adapting its own input to the network help unheard voices? (offline probe)
+
+Usage: python models/results/adapt/probe.py BUNDLE MANIFEST OUT.json [LIMIT]
+
+Test-time adaptation by entropy minimisation (SUTA, Lin et al. 2022: single-utterance
+adaptation of a CTC model): a few gradient steps per utterance that make the network surer of
+its own non-blank frames, through a small set of parameters only. Here those are a per-bin
+scale and shift of the input (a diagonal feature-space transform, 160 numbers: what the
+cepstral-mean probe in cmn.md fixed by hand, chosen here by the network's confidence), and
+optionally the first conv layer's bias. The first network alone, each of its warped copies
+adapted on its own, their outputs averaged as served (warp_merge "mean"). Variants: steps and
+rate; scored by greedy CER and beam WER with the bundle's search (the first network's own
+settings are not separate here: the bundle's decoder.json), paired against no adaptation.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from decoder.alphabet import Alphabet
+from decoder.loading import load_decoder
+from evaluation.variants import score_variants
+from models.ds2 import DS2
+from models.ensemble import load_networks, mix_numpy
+from models.features import featurize
+from models.manifest import read_manifest
+from models.warp import warp_features
+from training.data import load_audio
+
+F32 = npt.NDArray[np.float32]
+# name: (steps, learning rate, adapt the first conv's bias too)
+VARIANTS = {
+    "in s5 lr.05": (5, 0.05, False),
+    "in s10 lr.05": (10, 0.05, False),
+}
+
+
+def adapt(model: DS2, feats: torch.Tensor, steps: int, lr: float, conv: bool) -> F32:
+    """Log-probs [T', V] after `steps` of entropy minimisation over the non-blank frames."""
+    n = torch.tensor([feats.shape[1]])
+    bins = feats.shape[-1]
+    scale = torch.zeros(bins, requires_grad=True)
+    shift = torch.zeros(bins, requires_grad=True)
+    params = [scale, shift]
+    bias = model.conv_stack[0].conv.bias if conv else None
+    saved = bias.detach().clone() if bias is not None else None
+    if bias is not None:
+        bias.requires_grad_(True)
+        params.append(bias)
+    opt = torch.optim.Adam(params, lr=lr)
+    mean, std = model.feat_mean, model.feat_std
+
+    def run() -> torch.Tensor:
+        x = mean + (feats - mean) * (1 + scale) + shift * std
+        lp, _ = model(x, n)
+        return lp[0]
+
+    try:
+        for _ in range(steps):
+            lp = run()
+            keep = lp.argmax(-1) != 0
+            if not bool(keep.any()):
+                break
+            ent = -(lp.exp() * lp).sum(-1)[keep].mean()
+            opt.zero_grad()
+            ent.backward()
+            opt.step()
+        with torch.no_grad():
+            out: F32 = run().float().numpy()
+    finally:
+        if bias is not None and saved is not None:
+            with torch.no_grad():
+                bias.copy_(saved)
+            bias.requires_grad_(False)
+    return out
+
+
+def main() -> None:
+    bundle, manifest, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+    limit = int(sys.argv[4]) if len(sys.argv) > 4 else None
+    torch.set_num_threads(2)
+    first = load_networks(bundle, ensemble=False).models[0]
+    first.eval()
+    for p in first.parameters():
+        p.requires_grad_(False)
+    fcfg = first.config.features
+    factors = first.config.warp_factors or (1.0,)
+    utts = read_manifest(manifest)
+    if limit:  # a seeded sample: dev interleaves its voices, so a stride would pick one
+        pick = np.random.default_rng(0).choice(len(utts), limit, replace=False)
+        utts = [utts[i] for i in sorted(pick)]
+    variants: dict[str, list[F32]] = {"served": [], **{k: [] for k in VARIANTS}}
+    t0 = time.time()
+    for utt in utts:
+        feats = torch.from_numpy(featurize(load_audio(str(utt.audio)), fcfg))[None]
+        copies = [warp_features(feats, a, fcfg) for a in factors]
+        even = [1.0 / len(copies)] * len(copies)
+        with torch.inference_mode():
+            plain = [first(c, torch.tensor([c.shape[1]]))[0][0].float().numpy() for c in copies]
+        variants["served"].append(mix_numpy(plain, even))
+        for name, (steps, lr, conv) in VARIANTS.items():
+            outs = [adapt(first, c, steps, lr, conv) for c in copies]
+            variants[name].append(mix_numpy(outs, even))
+    print(f"{len(utts)} utterances in {time.time() - t0:.0f} s", flush=True)
+    np.savez_compressed(
+        out.with_suffix(".npz"),
+        **{f"{name}/{i}": o for name, outs in variants.items() for i, o in enumerate(outs)},
+    )
+    cfg = first.config
+    decoder = load_decoder(bundle, Alphabet.from_list(cfg.alphabet), cfg.frame_seconds)
+    refs = [u.text for u in utts]
+    rows = score_variants(decoder, cfg.alphabet, refs, variants, "served")
+    voices = sorted({u.voice for u in utts})
+    by_voice = {}
+    from decoder.metrics import cer
+    from models.metrics import greedy_decode
+
+    for v in voices:
+        idx = [i for i, u in enumerate(utts) if u.voice == v]
+        by_voice[v] = {
+            name: cer((refs[i], greedy_decode(outs[i], cfg.alphabet)) for i in idx).rate
+            for name, outs in variants.items()
+        }
+        print(v, {k: f"{x:.2%}" for k, x in by_voice[v].items()}, flush=True)
+    result = {"bundle": str(bundle), "manifest": str(manifest), "utterances": len(utts),
+              "variants": {k: list(v) for k, v in VARIANTS.items()}, "rows": rows,
+              "greedy_cer_by_voice": by_voice}
+    out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
