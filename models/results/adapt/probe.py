@@ -1,6 +1,8 @@
 """Would each utterance adapting its own input to the network help unheard voices? (offline probe)
 
 Usage: python models/results/adapt/probe.py BUNDLE MANIFEST OUT.json [LIMIT]
+(ONLY="in s5 lr.05" in the environment runs that variant alone; runs/adapt_OUT.npz keeps
+every output, machine-local, for pair.py)
 
 Test-time adaptation by entropy minimisation (SUTA, Lin et al. 2022: single-utterance
 adaptation of a CTC model): a few gradient steps per utterance that make the network surer of
@@ -16,21 +18,26 @@ settings are not separate here: the bundle's decoder.json), paired against no ad
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
 import torch
+from torch import nn
 
 from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder
+from decoder.metrics import cer
 from evaluation.variants import score_variants
 from models.ds2 import DS2
 from models.ensemble import load_networks, mix_numpy
 from models.features import featurize
 from models.manifest import read_manifest
+from models.metrics import greedy_decode
 from models.warp import warp_features
 from training.data import load_audio
 
@@ -44,12 +51,27 @@ VARIANTS = {
 
 def adapt(model: DS2, feats: torch.Tensor, steps: int, lr: float, conv: bool) -> F32:
     """Log-probs [T', V] after `steps` of entropy minimisation over the non-blank frames."""
+    return fit(model, feats, steps, lr, conv)[0]
+
+
+def transformed(model: DS2, feats: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> F32:
+    """Log-probs [T', V] of feats [1, T, F] through a fitted input transform."""
+    x = model.feat_mean + (feats - model.feat_mean) * (1 + scale) + shift * model.feat_std
+    with torch.no_grad():
+        out: F32 = model(x, torch.tensor([feats.shape[1]]))[0][0].float().numpy()
+    return out
+
+
+def fit(
+    model: DS2, feats: torch.Tensor, steps: int, lr: float, conv: bool = False
+) -> tuple[F32, torch.Tensor, torch.Tensor]:
+    """`adapt`'s log-probs and the per-bin scale and shift it fitted."""
     n = torch.tensor([feats.shape[1]])
     bins = feats.shape[-1]
     scale = torch.zeros(bins, requires_grad=True)
     shift = torch.zeros(bins, requires_grad=True)
     params = [scale, shift]
-    bias = model.conv_stack[0].conv.bias if conv else None
+    bias = cast(nn.Conv1d, model.conv_stack[0].conv).bias if conv else None
     saved = bias.detach().clone() if bias is not None else None
     if bias is not None:
         bias.requires_grad_(True)
@@ -59,7 +81,7 @@ def adapt(model: DS2, feats: torch.Tensor, steps: int, lr: float, conv: bool) ->
 
     def run() -> torch.Tensor:
         x = mean + (feats - mean) * (1 + scale) + shift * std
-        lp, _ = model(x, n)
+        lp: torch.Tensor = model.forward(x, n)[0]
         return lp[0]
 
     try:
@@ -70,7 +92,7 @@ def adapt(model: DS2, feats: torch.Tensor, steps: int, lr: float, conv: bool) ->
                 break
             ent = -(lp.exp() * lp).sum(-1)[keep].mean()
             opt.zero_grad()
-            ent.backward()
+            ent.backward()  # type: ignore[no-untyped-call]
             opt.step()
         with torch.no_grad():
             out: F32 = run().float().numpy()
@@ -79,7 +101,7 @@ def adapt(model: DS2, feats: torch.Tensor, steps: int, lr: float, conv: bool) ->
             with torch.no_grad():
                 bias.copy_(saved)
             bias.requires_grad_(False)
-    return out
+    return out, scale.detach(), shift.detach()
 
 
 def main() -> None:
@@ -96,7 +118,9 @@ def main() -> None:
     if limit:  # a seeded sample: dev interleaves its voices, so a stride would pick one
         pick = np.random.default_rng(0).choice(len(utts), limit, replace=False)
         utts = [utts[i] for i in sorted(pick)]
-    variants: dict[str, list[F32]] = {"served": [], **{k: [] for k in VARIANTS}}
+    only = os.environ.get("ONLY")
+    chosen = {k: v for k, v in VARIANTS.items() if only in (None, k)}
+    variants: dict[str, list[F32]] = {"served": [], **{k: [] for k in chosen}}
     t0 = time.time()
     for utt in utts:
         feats = torch.from_numpy(featurize(load_audio(str(utt.audio)), fcfg))[None]
@@ -105,33 +129,35 @@ def main() -> None:
         with torch.inference_mode():
             plain = [first(c, torch.tensor([c.shape[1]]))[0][0].float().numpy() for c in copies]
         variants["served"].append(mix_numpy(plain, even))
-        for name, (steps, lr, conv) in VARIANTS.items():
+        for name, (steps, lr, conv) in chosen.items():
             outs = [adapt(first, c, steps, lr, conv) for c in copies]
             variants[name].append(mix_numpy(outs, even))
     print(f"{len(utts)} utterances in {time.time() - t0:.0f} s", flush=True)
     np.savez_compressed(
-        out.with_suffix(".npz"),
+        Path("runs") / f"adapt_{out.stem}.npz",
         **{f"{name}/{i}": o for name, outs in variants.items() for i, o in enumerate(outs)},
     )
     cfg = first.config
     decoder = load_decoder(bundle, Alphabet.from_list(cfg.alphabet), cfg.frame_seconds)
     refs = [u.text for u in utts]
     rows = score_variants(decoder, cfg.alphabet, refs, variants, "served")
-    voices = sorted({u.voice for u in utts})
+    voices = sorted({u.voice or "" for u in utts})
     by_voice = {}
-    from decoder.metrics import cer
-    from models.metrics import greedy_decode
-
     for v in voices:
-        idx = [i for i, u in enumerate(utts) if u.voice == v]
+        idx = [i for i, u in enumerate(utts) if (u.voice or "") == v]
         by_voice[v] = {
             name: cer((refs[i], greedy_decode(outs[i], cfg.alphabet)) for i in idx).rate
             for name, outs in variants.items()
         }
         print(v, {k: f"{x:.2%}" for k, x in by_voice[v].items()}, flush=True)
-    result = {"bundle": str(bundle), "manifest": str(manifest), "utterances": len(utts),
-              "variants": {k: list(v) for k, v in VARIANTS.items()}, "rows": rows,
-              "greedy_cer_by_voice": by_voice}
+    result = {
+        "bundle": str(bundle),
+        "manifest": str(manifest),
+        "utterances": len(utts),
+        "variants": {k: list(v) for k, v in chosen.items()},
+        "rows": rows,
+        "greedy_cer_by_voice": by_voice,
+    }
     out.write_text(json.dumps(result, indent=1) + "\n")
 
 
