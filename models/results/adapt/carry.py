@@ -30,8 +30,8 @@ from evaluation.variants import score_variants
 from models.ensemble import load_networks, mix_numpy
 from models.features import featurize
 from models.manifest import read_manifest
-from models.results.adapt.probe import F32, fit, transformed
-from models.warp import WarpChoice, select, warp_features
+from models.results.adapt.probe import F32, fit, others_served, transformed
+from models.warp import warp_features
 from training.data import load_audio
 
 STEPS, LR, PREFIX_FRAMES = 5, 0.05, 200
@@ -58,15 +58,7 @@ def main() -> None:
         copies = [warp_features(feats, a, fcfg) for a in factors]
         with torch.inference_mode():
             plain = mix_numpy([first(c, n)[0][0].float().numpy() for c in copies], even)
-            others = []
-            for m in nets.models[1:]:
-                fs = m.config.warp_factors or (1.0,)
-                outs = [
-                    m(warp_features(feats, a, m.config.features), n)[0][0].float().numpy()
-                    for a in fs
-                ]
-                choice = WarpChoice.start(len(fs), fs, m.config.warp_merge)
-                others.append(select(outs, choice, m.config.warp_decide_frames))
+        others = others_served(nets, feats)
 
         def pair(first_out: F32, others: list[F32] = others) -> F32:
             return mix_numpy([first_out, *others], nets.weights)

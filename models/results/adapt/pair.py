@@ -23,8 +23,7 @@ from evaluation.variants import score_variants
 from models.ensemble import load_networks, mix_numpy
 from models.features import featurize
 from models.manifest import read_manifest
-from models.results.adapt.probe import F32
-from models.warp import WarpChoice, select, warp_features
+from models.results.adapt.probe import F32, others_served
 from training.data import load_audio
 
 
@@ -34,28 +33,11 @@ def main() -> None:
     torch.set_num_threads(2)
     nets = load_networks(bundle)
     utts = read_manifest(manifest)
-    others: list[list[F32]] = []
-    with torch.inference_mode():
-        for u in utts:
-            feats = torch.from_numpy(
-                featurize(load_audio(str(u.audio)), nets.models[0].config.features)
-            )[None]
-            n = torch.tensor([feats.shape[1]])
-            parts = []
-            for m in nets.models[1:]:
-                fs = m.config.warp_factors or (1.0,)
-                outs = [
-                    m(warp_features(feats, a, m.config.features), n)[0][0].float().numpy()
-                    for a in fs
-                ]
-                parts.append(
-                    select(
-                        outs,
-                        WarpChoice.start(len(fs), fs, m.config.warp_merge),
-                        m.config.warp_decide_frames,
-                    )
-                )
-            others.append(parts)
+    fcfg = nets.models[0].config.features
+    others = [
+        others_served(nets, torch.from_numpy(featurize(load_audio(str(u.audio)), fcfg))[None])
+        for u in utts
+    ]
     plain = [npz[f"served/{i}"] for i in range(len(utts))]
     adapted = [npz[f"{variant}/{i}"] for i in range(len(utts))]
 
