@@ -46,6 +46,7 @@ F32 = npt.NDArray[np.float32]
 VARIANTS = {
     "in s5 lr.05": (5, 0.05, False),
     "in s10 lr.05": (10, 0.05, False),
+    "in s2 lr.1": (2, 0.1, False),  # a cheaper fit, run alone (ONLY)
 }
 
 
@@ -122,7 +123,7 @@ def fit(
 def main() -> None:
     bundle, manifest, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
     limit = int(sys.argv[4]) if len(sys.argv) > 4 else None
-    torch.set_num_threads(2)
+    torch.set_num_threads(int(os.environ.get("THREADS", "2")))
     first = load_networks(bundle, ensemble=False).models[0]
     first.eval()
     for p in first.parameters():
