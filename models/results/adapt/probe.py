@@ -38,7 +38,7 @@ from models.ensemble import Networks, load_networks, mix_numpy
 from models.features import featurize
 from models.manifest import read_manifest
 from models.metrics import greedy_decode
-from models.warp import WarpChoice, select, warp_features
+from models.warp import adapted_forward, warp_features
 from training.data import load_audio
 
 F32 = npt.NDArray[np.float32]
@@ -53,16 +53,8 @@ VARIANTS = {
 def others_served(nets: Networks, feats: torch.Tensor) -> list[F32]:
     """Each network but the first, as the bundle serves it (its warps, chosen or merged)."""
     n = torch.tensor([feats.shape[1]])
-    parts = []
     with torch.inference_mode():
-        for m in nets.models[1:]:
-            fs = m.config.warp_factors or (1.0,)
-            outs = [
-                m(warp_features(feats, a, m.config.features), n)[0][0].float().numpy() for a in fs
-            ]
-            choice = WarpChoice.start(len(fs), fs, m.config.warp_merge)
-            parts.append(select(outs, choice, m.config.warp_decide_frames))
-    return parts
+        return [adapted_forward(m, feats, n)[0][0].float().numpy() for m in nets.models[1:]]
 
 
 def adapt(model: DS2, feats: torch.Tensor, steps: int, lr: float, conv: bool) -> F32:

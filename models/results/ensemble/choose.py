@@ -34,7 +34,7 @@ from models.ensemble import load_networks, mix_numpy
 from models.features import featurize
 from models.manifest import read_manifest
 from models.metrics import greedy_decode
-from models.warp import BLANK, SPEECH_PROB, WarpChoice, frame_entropy, select, warp_features
+from models.warp import BLANK, SPEECH_PROB, adapted_forward, frame_entropy, warp_features
 from training.data import load_audio
 
 F32 = npt.NDArray[np.float32]
@@ -63,15 +63,7 @@ def main() -> None:
         for utt in utts:
             feats = torch.from_numpy(featurize(load_audio(str(utt.audio)), fcfg))[None]
             n = torch.tensor([feats.shape[1]])
-            others = []
-            for model in nets.models[1:]:
-                fs = model.config.warp_factors or (1.0,)
-                outs = []
-                for a in fs:
-                    lp, m = model(warp_features(feats, a, fcfg), n)
-                    outs.append(lp[0, : int(m[0])].float().numpy())
-                choice = WarpChoice.start(len(fs), fs, model.config.warp_merge)
-                others.append(select(outs, choice, model.config.warp_decide_frames))
+            others = [adapted_forward(m, feats, n)[0][0].float().numpy() for m in nets.models[1:]]
             per_candidate = []
             for model in candidates:
                 copies = []

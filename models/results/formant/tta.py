@@ -31,7 +31,7 @@ from models.ds2 import DS2
 from models.ensemble import load_networks, mix_numpy
 from models.features import featurize
 from models.manifest import read_manifest
-from models.warp import WarpChoice, select, warp_features
+from models.warp import adapted_forward, warp_features
 from training.augment import formant_matrix
 from training.data import load_audio
 
@@ -74,13 +74,9 @@ def main() -> None:
             plain.append([run(c) for c in copies])
             for name in RANGES:
                 warped[name].append([[run(c @ mat) for c in copies] for mat in mats[name]])
-            parts = []
-            for model in nets.models[1:]:
-                fs = model.config.warp_factors or (1.0,)
-                outs = [run(warp_features(feats, a, model.config.features), model) for a in fs]
-                choice = WarpChoice.start(len(fs), fs, model.config.warp_merge)
-                parts.append(select(outs, choice, model.config.warp_decide_frames))
-            others.append(parts)
+            others.append(
+                [adapted_forward(m, feats, n)[0][0].float().numpy() for m in nets.models[1:]]
+            )
     print(f"networks: {time.time() - t0:.0f} s for {len(utts)} utterances", flush=True)
 
     def mixed(first_copies: list[F32], i: int) -> F32:
