@@ -30,10 +30,11 @@ from decoder.loading import DECODER_JSON
 from decoder.metrics import ErrorRate, edit_distance
 from evaluation.peers import PEERS, PeerUnavailable, load_peer, transcribe_manifest
 from models import DEFAULT_BUNDLE
-from models.bundle import PRECISIONS
+from models.bundle import PRECISIONS, load_bundle
 from models.config import parse_bool
 from models.ensemble import Networks, alone_search, load_networks
 from models.features import featurize
+from models.input_adaptation import InputAdapter
 from models.manifest import Utterance, read_manifest
 from server.decoding import Decoder, build_decoder
 from training.data import Example, collate, load_audio
@@ -78,11 +79,17 @@ def score(reference: str, hypothesis: str) -> Scored:
 
 @torch.inference_mode()
 def log_probs(
-    model: Networks, utterances: Sequence[Utterance], batch_frames: int, batch_size: int
+    model: Networks,
+    utterances: Sequence[Utterance],
+    batch_frames: int,
+    batch_size: int,
+    adapter: InputAdapter | None = None,
 ) -> tuple[list[F32], float]:
     """Per utterance its log-probs [T', V] (manifest order), and the audio seconds. Batches
     group utterances of similar length, of at most `batch_size` utterances and about
-    `batch_frames` padded input frames, so little of the work is padding."""
+    `batch_frames` padded input frames, so little of the work is padding. With `adapter`,
+    each utterance is heard through input transforms fitted to it, as a server adapting
+    to files hears it."""
     frames = [_frames(model, u) for u in utterances]
     order = sorted(range(len(frames)), key=lambda i: frames[i])
     out: list[F32] = [np.zeros((0, model.config.vocab_size), np.float32)] * len(frames)
@@ -93,9 +100,11 @@ def log_probs(
         audio = [load_audio(str(utterances[i].audio), rate) for i in idx]
         samples += sum(len(a) for a in audio)
         feats = [_features(model, a) for a in audio]
+        fitted = [adapter.fit(f.numpy()) for f in feats] if adapter is not None else None
         no_labels = torch.zeros(0, dtype=torch.long)
         b = collate([Example(f, no_labels, i) for f, i in zip(feats, idx, strict=True)])
-        lp, n = model.forward(b.feats, b.feat_lengths)  # as served: warps, members mixed
+        # as served: warps, members mixed (and the file's fitted transforms)
+        lp, n = model.forward(b.feats, b.feat_lengths, transforms=fitted)
         for j, i in enumerate(idx):
             out[i] = lp[j, : int(n[j])].float().numpy()
     return out, samples / rate
@@ -197,7 +206,12 @@ def evaluate(
         results[name] = [score(u.text, r.text) for u, r in zip(utts, rows, strict=True)]
         timing[f"{name}_s"] = sum(r.seconds for r in rows)
     start = time.perf_counter()
-    outputs, audio_seconds = log_probs(model, utts, args.batch_frames, args.batch_size)
+    adapter = (
+        InputAdapter(lambda: load_bundle(args.bundle, dtype="fp32"), model.config.warp_factors)
+        if args.adapt_input
+        else None
+    )
+    outputs, audio_seconds = log_probs(model, utts, args.batch_frames, args.batch_size, adapter)
     timing["forward_s"] = time.perf_counter() - start
     for name, decoder in decoders.items():
         texts, seconds = decode_all(decoder, outputs)
@@ -207,6 +221,7 @@ def evaluate(
         "bundle": str(args.bundle),
         "manifest": str(args.manifest),
         "dtype": args.dtype,
+        "adapt_input": bool(args.adapt_input),
         "utterances": len(utts),
         "audio_seconds": audio_seconds,
         "timing": timing,
@@ -289,6 +304,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=True,
         help="hear with every network of an ensemble bundle (false: its own network only, "
         "with the settings it keeps for that; what `harken serve --ensemble false` runs)",
+    )
+    p.add_argument(
+        "--adapt-input",
+        type=parse_bool,
+        default=False,
+        help="hear each utterance through input transforms fitted to it first, as a server "
+        "with --adapt-files hears a file (models/input_adaptation.py)",
     )
     p.add_argument(
         "--peers",

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from torch import Tensor
 from models.bundle import BundleError, load_bundle, read_bundle_config
 from models.config import ModelConfig
 from models.ds2 import DS2
+from models.input_adaptation import InputTransforms
 from models.mixing import mix, mix_numpy
 from models.streaming import plan
 from models.warp import adapted_forward
@@ -117,14 +119,23 @@ class Networks:
     def num_parameters(self) -> int:
         return sum(m.num_parameters() for m in self.models)
 
-    def forward(self, feats: Tensor, lengths: Tensor, adapt: bool = True) -> tuple[Tensor, Tensor]:
+    def forward(
+        self,
+        feats: Tensor,
+        lengths: Tensor,
+        adapt: bool = True,
+        transforms: Sequence[InputTransforms] | None = None,
+    ) -> tuple[Tensor, Tensor]:
         """Mixed log-probs [B, T', V] and lengths: each member with its own speaker warps,
         exactly as the streaming server hears the bundle; `adapt=False` hears the features
-        as they are (a teacher on training voices, where the warps would only add cost)."""
+        as they are (a teacher on training voices, where the warps would only add cost).
+        `transforms`, one per utterance, adapt the bundle's own network's input as the
+        server does for a file (`models/input_adaptation.py`); the members hear it as is."""
         outs, n = [], lengths
-        for model in self.models:
+        for i, model in enumerate(self.models):
             x = feats.to(self.dtype)
-            lp, n = adapted_forward(model, x, lengths) if adapt else model(x, lengths)
+            fitted = transforms if i == 0 else None
+            lp, n = adapted_forward(model, x, lengths, fitted) if adapt else model(x, lengths)
             outs.append(lp)
         return mix(outs, self.weights), n
 

@@ -37,6 +37,7 @@ from models.mixing import mix_numpy
 
 if TYPE_CHECKING:
     from models.ds2 import DS2
+    from models.input_adaptation import InputTransforms
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
@@ -183,21 +184,40 @@ def warp_features(feats: Tensor, alpha: float, features: FeatureConfig) -> Tenso
 
 
 @torch.no_grad()
-def adapted_forward(model: DS2, feats: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+def adapted_forward(
+    model: DS2,
+    feats: Tensor,
+    lengths: Tensor,
+    transforms: Sequence[InputTransforms] | None = None,
+) -> tuple[Tensor, Tensor]:
     """`model(feats, lengths)` with the model's warp adaptation applied to each utterance:
-    exactly what the streaming server produces for it. Without warp factors, plain forward."""
+    exactly what the streaming server produces for it. Without warp factors, plain forward.
+    With `transforms` (one per utterance, `models/input_adaptation.py`) each warped copy is
+    heard twice, as it is and through the utterance's fitted transform, and the two are
+    averaged before the copies merge: what the server gives a file it adapts to."""
     factors = model.config.warp_factors
-    if not factors:
+    if not factors and transforms is None:
         lp, n = model(feats, lengths)
         return lp, n
-    b = feats.shape[0]
-    stacked = torch.cat([warp_features(feats, a, model.config.features) for a in factors])
-    lp, n = model(stacked, lengths.repeat(len(factors)))
+    b, alphas = feats.shape[0], factors or (1.0,)
+    rows = [warp_features(feats, a, model.config.features) for a in alphas]
+    if transforms is not None:
+        assert len(transforms) == b, "one set of transforms per utterance"
+        rows += [
+            torch.stack([transforms[i].apply(copy[i], k) for i in range(b)])
+            for k, copy in enumerate(list(rows))
+        ]
+    lp, n = model(torch.cat(rows), lengths.repeat(len(rows)))
     out = lp[:b].clone()
     for i in range(b):
         t = int(n[i])
-        candidates = [lp[k * b + i, :t].float().numpy() for k in range(len(factors))]
-        choice = WarpChoice.start(len(factors), factors, model.config.warp_merge)
+        outs = [lp[r * b + i, :t].float().numpy() for r in range(len(rows))]
+        k = len(alphas)
+        candidates = [log_mean([outs[j], outs[k + j]]) for j in range(k)] if transforms else outs
+        if not factors:
+            out[i, :t] = torch.from_numpy(candidates[0]).to(out.dtype)
+            continue
+        choice = WarpChoice.start(k, factors, model.config.warp_merge)
         merged = select(candidates, choice, model.config.warp_decide_frames)
         out[i, :t] = torch.from_numpy(merged).to(out.dtype)
     return out, n[:b]

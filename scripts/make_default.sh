@@ -764,6 +764,11 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
     $H eval --bundle $B --manifest data/asterisk/dev.jsonl --beam --out $R/default_eval_real_dev.json
     $H eval --bundle $B --manifest data/asterisk/test.jsonl --beam $PEERS \
       --out $R/default_eval_real_test.json
+    # files heard with input adaptation (models/input_adaptation.py), what `adapt_input` serves
+    $H eval --bundle $B --manifest data/corpus/test.jsonl --beam --adapt-input true \
+      --out $R/default_eval_test_adapted.json
+    $H eval --bundle $B --manifest data/asterisk/test.jsonl --beam --adapt-input true \
+      --out $R/default_eval_real_test_adapted.json
     # a candidate beside the shipped model, utterance by utterance (paired bootstrap): how
     # much of a dev difference is noise (models/results/mix.md)
     if [ "$R" != models/results ]; then
@@ -797,6 +802,8 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
       --eval "real dev (Asterisk prompts)=$R/default_eval_real_dev.json" \
       --eval "real test (Asterisk prompts; her train split was trained on: adaptation to her)=$R/default_eval_real_test.json" \
       --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json" \
+      --eval "test, files heard with input adaptation (\`adapt_input\`)=$R/default_eval_test_adapted.json" \
+      --eval "real test (Asterisk prompts; adaptation to her), files heard with input adaptation=$R/default_eval_real_test_adapted.json" \
       --lm-name "data/corpus/lm_text.txt=the corpus's fortune sentences that dev and test do not use" \
       --lm-name "data/lm/wordnet.txt=WordNet's glosses" \
       --lm-name "data/lm/corpora.txt=the sentences corpus5-8 speak" \

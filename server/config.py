@@ -62,6 +62,11 @@ class ServerConfig:
     # with the search settings kept for it alone: half a pair's model steps, for about a
     # point of WER on models/default (README, "What the bundled model is good for")
     ensemble: bool = True
+    # files (REST, `harken transcribe`) heard through input transforms fitted to each one
+    # first (models/input_adaptation.py) unless a request says otherwise (`adapt_input`):
+    # about a point of WER on unheard voices for about 0.3 of the file's length in compute
+    # before its first step (models/results/adapt.md); live streams never are
+    adapt_files: bool = False
     decoder: str = "beam"  # beam (with the bundle's LM when it has one) | greedy
     beam_size: int = 0  # beam width; 0 keeps the bundle's tuned decoder.json value
     # how far below the best a beam may score and stay (0 keeps decoder.json's): lower is

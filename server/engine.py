@@ -97,6 +97,7 @@ async def running_engine(
             frame_seconds=model.frame_seconds,
             model_states=lambda: runner.streams,
             step_shapes=lambda: runner.shapes,
+            fit_input=runner.fit_input,
         )
     finally:
         gc.unfreeze()  # what the engine held can be collected again once it is gone

@@ -50,17 +50,19 @@ async def transcriptions(
     prompt: Annotated[str | None, Form()] = None,
     temperature: Annotated[float | None, Form()] = None,
     stream: Annotated[bool, Form()] = False,
+    adapt_input: Annotated[bool | None, Form()] = None,
 ) -> Response:
     res = resources(request)
     authorize(request, res.config.auth_tokens)
     granularities = set(timestamp_granularities or ["segment"])
     _validate(response_format, granularities, language, stream)
+    adapt = res.config.adapt_files if adapt_input is None else adapt_input
     data = await _read_upload(file, res.config.max_upload_bytes)
     if stream:
         res.slots.check()
-        return stream_transcript(res, await _decode(res, data))
+        return stream_transcript(res, await _decode(res, data), adapt)
     with res.slots.hold():
-        final = await _transcribe(res, await _decode(res, data))
+        final = await _transcribe(res, await _decode(res, data), adapt)
     res.metrics.streams.labels("rest").inc()
     return _respond(final, response_format, granularities)
 
@@ -115,9 +117,9 @@ async def _decode(res: Resources, data: bytes) -> F32:
         raise kind.get(e.code, BadAudio)(str(e)) from None
 
 
-async def _transcribe(res: Resources, audio: F32) -> Final:
+async def _transcribe(res: Resources, audio: F32, adapt_input: bool) -> Final:
     began = time.perf_counter()
-    session, final = await transcribe(res.engine, audio)
+    session, final = await transcribe(res.engine, audio, adapt_input)
     observe_final(res, session, began)
     return final
 

@@ -22,24 +22,27 @@ from pydantic import BaseModel
 from server.audio import F32
 from server.errors import SessionError
 from server.protocol import Final, OpenAIError, OpenAIErrorBody, TextDelta, TextDone
-from server.session import Options, Session, Update, check_recording
+from server.session import Options, Session, Update, check_recording, fit_recording
 from server.transport import Resources, log, observe_final
 
 
-def stream_transcript(res: Resources, audio: F32) -> StreamingResponse:
-    """The events of `audio` (mono float32 at the model's rate); the caller has checked
-    that a stream slot is free."""
+def stream_transcript(res: Resources, audio: F32, adapt_input: bool = False) -> StreamingResponse:
+    """The events of `audio` (mono float32 at the model's rate; with `adapt_input`, heard
+    through transforms fitted to it before the first event); the caller has checked that a
+    stream slot is free."""
     check_recording(res.engine, audio)
     return StreamingResponse(
-        _events(res, audio), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        _events(res, audio, adapt_input),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache"},
     )
 
 
-async def _events(res: Resources, audio: F32) -> AsyncIterator[str]:
+async def _events(res: Resources, audio: F32, adapt_input: bool) -> AsyncIterator[str]:
     sent = ""
     try:
         with res.slots.hold():
-            async for update in _updates(res, audio):
+            async for update in _updates(res, audio, adapt_input):
                 text = update.text if isinstance(update, Final) else update.stable
                 if delta := _delta(sent, text):
                     sent += delta
@@ -53,13 +56,15 @@ async def _events(res: Resources, audio: F32) -> AsyncIterator[str]:
         yield _sse(OpenAIError(error=body))
 
 
-async def _updates(res: Resources, audio: F32) -> AsyncIterator[Update]:
+async def _updates(res: Resources, audio: F32, adapt_input: bool) -> AsyncIterator[Update]:
     """Partials as the file is decoded, in pieces of `max_chunk_frames`, then the final."""
     engine, rate = res.engine, res.engine.features.sample_rate
-    session = Session(engine, Options(sample_rate=rate, word_timestamps=False))
+    began = time.perf_counter()
+    transforms = await fit_recording(engine, audio) if adapt_input else None
+    options = Options(sample_rate=rate, word_timestamps=False)
+    session = Session(engine, options, transforms=transforms)
     piece = engine.max_chunk_frames * engine.features.hop
     try:
-        began = time.perf_counter()
         await session.start()
         for lo in range(0, len(audio), piece):
             for update in await session.feed(audio[lo : lo + piece]):

@@ -9,7 +9,9 @@ With the model's speaker adaptation on (`models/warp.py`), a stream that has not
 its warp is several rows of the batch, one per candidate factor, each with its own state;
 their outputs merge into the stream's one output and, once it has chosen, the other rows'
 states are dropped (a model whose `warp_merge` is "mean" never chooses: its streams keep every
-row and average them to the end).
+row and average them to the end). A file that was fitted an input transform before its first
+step (`models/input_adaptation.py`, `fit_input`) runs each candidate twice, as it is and
+through its transform, and the pair's mean is that candidate's output.
 
 Steps run at few shapes. oneDNN, which runs the CPU kernels, compiles a primitive per input
 shape and keeps it in a cache of 1024 with a buffer the size of the layer's weights (1.1 MiB
@@ -38,6 +40,7 @@ import torch
 from models.bundle import PRECISIONS, load_bundle
 from models.ds2 import DS2
 from models.ensemble import load_networks, mix_numpy
+from models.input_adaptation import InputAdapter, InputTransforms
 from models.streaming import (
     StreamState,
     flush,
@@ -48,7 +51,7 @@ from models.streaming import (
     step,
     unstack_states,
 )
-from models.warp import WarpChoice, select, warp_features
+from models.warp import WarpChoice, log_mean, select, warp_features
 from server.dispatch import Work
 
 F32 = npt.NDArray[np.float32]
@@ -75,17 +78,26 @@ class Chunk:
     """Raw log-spectrogram frames [T, F] of one stream.
 
     A chunk that is not a stream's last must hold a positive multiple of the model's time
-    stride; the last one (the tail) may hold any number, zero included."""
+    stride; the last one (the tail) may hold any number, zero included. A stream's first chunk
+    may carry the input transforms fitted to its recording (`ModelRunner.fit_input`), which
+    the stream keeps to its end."""
 
     feats: F32
+    transforms: InputTransforms | None = None
 
 
 @dataclass
 class _Stream:
-    """What the runner holds for one stream: a model state per active warp candidate."""
+    """What the runner holds for one stream: a model state per row of each active warp
+    candidate (one row each, or two with input transforms: as is, then transformed)."""
 
     states: list[StreamState]
     choice: WarpChoice | None  # None: the model has no speaker adaptation
+    transforms: InputTransforms | None = None
+
+    @property
+    def rows_per_candidate(self) -> int:
+        return 1 if self.transforms is None else 2
 
 
 @dataclass(frozen=True)
@@ -100,15 +112,20 @@ class _Row:
 class ModelRunner:
     """Runs batches of stream chunks through a streaming DS2; implements `Runner`."""
 
-    def __init__(self, model: DS2) -> None:
+    def __init__(self, model: DS2, adapter: InputAdapter | None = None) -> None:
+        """`adapter` fits files' input transforms (`fit_input`); without one, none can."""
         if model.training:
             raise ValueError("ModelRunner needs an eval-mode model (call model.eval())")
         self.model = model
+        self.adapter = adapter
         self.device = next(model.parameters()).device
         self._streams: dict[int, _Stream] = {}
         self._idle = init_state(model, 1)  # the state of a padding row (never updated)
         self._shapes: set[tuple[int, int]] = set()  # (rows, output frames) of steps run
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
+        # fits run beside the steps, not between them: a file's fit takes a fraction of its
+        # length, which live streams' steps must not wait for
+        self._fits = ThreadPoolExecutor(max_workers=1, thread_name_prefix="adapt")
 
     @classmethod
     def from_bundle(
@@ -117,7 +134,9 @@ class ModelRunner:
         """The bundle's model; `speaker_adaptation=False` ignores its warp factors."""
         if dtype not in PRECISIONS:
             raise ValueError(f"dtype must be one of {PRECISIONS}, got {dtype!r}")
-        return cls.serving(load_bundle(path, device=device, dtype=dtype), speaker_adaptation)
+        runner = cls.serving(load_bundle(path, device=device, dtype=dtype), speaker_adaptation)
+        runner.adapter = _adapter(path, device, runner.model)
+        return runner
 
     @classmethod
     def serving(cls, model: DS2, speaker_adaptation: bool = True) -> ModelRunner:
@@ -142,10 +161,21 @@ class ModelRunner:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._thread, self.run_sync, list(batch))
 
+    async def fit_input(self, feats: F32) -> InputTransforms:
+        """The input transforms of a recording's raw frames [T, F], for its first chunk."""
+        if self.adapter is None:
+            raise ValueError("this model runner was built without input adaptation")
+        adapter = self.adapter
+        if len(feats) == 0:
+            raise ValueError("input adaptation needs at least one frame of audio")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._fits, adapter.fit, feats)
+
     def release(self, stream: int) -> None:
         self._streams.pop(stream, None)
 
     def close(self) -> None:
+        self._fits.shutdown(wait=True, cancel_futures=True)
         self._thread.shutdown(wait=True, cancel_futures=True)
         self._streams.clear()
 
@@ -215,30 +245,47 @@ class ModelRunner:
                     f"got {shape[0]}; send the remainder with the last chunk"
                 )
 
-    def _stream(self, stream: int) -> _Stream:
-        held = self._streams.get(stream)
+    def _stream(self, work: Work[Chunk]) -> _Stream:
+        held, transforms = self._streams.get(work.stream), work.chunk.transforms
         if held is not None:
+            if transforms is not None:
+                raise ValueError(
+                    f"stream {work.stream}: input transforms come with a stream's first chunk only"
+                )
             return held
         factors = self.model.config.warp_factors
-        states = [init_state(self.model, 1) for _ in range(max(len(factors), 1))]
+        candidates = max(len(factors), 1)
+        if transforms is not None and transforms.candidates != candidates:
+            raise ValueError(
+                f"stream {work.stream}: {transforms.candidates} input transforms for a model "
+                f"with {candidates} warp candidates; fit them with this runner's fit_input"
+            )
+        rows = candidates * (1 if transforms is None else 2)
+        states = [init_state(self.model, 1) for _ in range(rows)]
         merge = self.model.config.warp_merge
-        return _Stream(states, WarpChoice.start(len(factors), factors, merge) if factors else None)
+        choice = WarpChoice.start(len(factors), factors, merge) if factors else None
+        return _Stream(states, choice, transforms)
 
     def _rows(self, batch: list[Work[Chunk]]) -> tuple[list[_Stream], list[_Row]]:
-        """Each stream's chunk once per active warp candidate (once without adaptation)."""
+        """Each stream's chunk once per active warp candidate (once without adaptation), and
+        once more through its transform when the stream has input transforms."""
         factors, streams, rows = self.model.config.warp_factors, [], []
         for i, work in enumerate(batch):
-            held = self._stream(work.stream)
+            held = self._stream(work)
             streams.append(held)
             feats = torch.from_numpy(work.chunk.feats).to(self.device)
             active = held.choice.active if held.choice is not None else [0]
-            for k, state in zip(active, held.states, strict=True):
+            per = held.rows_per_candidate
+            for j, k in enumerate(active):
                 warped = (
                     warp_features(feats, factors[k], self.model.config.features)
                     if factors
                     else feats
                 )
-                rows.append(_Row(i, warped, state))
+                rows.append(_Row(i, warped, held.states[j * per]))
+                if held.transforms is not None:
+                    adapted = held.transforms.apply(warped, k)
+                    rows.append(_Row(i, adapted, held.states[j * per + 1]))
         return streams, rows
 
     def _merge(
@@ -250,14 +297,20 @@ class ModelRunner:
             per_item[row.item].append(_numpy(out))
         merged = []
         for i, held in enumerate(streams):
-            outs, choice = per_item[i], held.choice
+            per, choice = held.rows_per_candidate, held.choice
+            rows_out = per_item[i]
+            outs = [
+                log_mean(rows_out[j : j + per]) if per > 1 else rows_out[j]
+                for j in range(0, len(rows_out), per)
+            ]
             if choice is None:
                 merged.append(outs[0])
                 continue
             was = choice.active
             merged.append(select(outs, choice, self.model.config.warp_decide_frames))
             if choice.chosen is not None and len(was) > 1:
-                held.states = [held.states[was.index(choice.chosen)]]
+                at = was.index(choice.chosen) * per
+                held.states = held.states[at : at + per]
         return merged
 
     def _padding(self, rows: list[_Row], length: int) -> list[_Row]:
@@ -329,8 +382,18 @@ class EnsembleRunner:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._thread, self.run_sync, list(batch))
 
+    async def fit_input(self, feats: F32) -> InputTransforms:
+        """The bundle's own network's transforms (members hear the file as it is, as
+        measured: models/results/adapt.md)."""
+        return await self.runners[0].fit_input(feats)
+
     def run_sync(self, batch: list[Work[Chunk]]) -> list[F32]:
-        per_member = [r.run_sync(batch) for r in self.runners]  # the first checks the batch
+        # the first checks the batch; members hear the input as it is
+        plain = [
+            dataclasses.replace(w, chunk=Chunk(w.chunk.feats)) if w.chunk.transforms else w
+            for w in batch
+        ]
+        per_member = [r.run_sync(batch if i == 0 else plain) for i, r in enumerate(self.runners)]
         out = []
         for work, outs in zip(batch, zip(*per_member, strict=True), strict=True):
             if len({len(o) for o in outs}) != 1:
@@ -373,7 +436,16 @@ def runner_for_bundle(
     checked as `harken eval` loads them; `ensemble=False`: its own network only)."""
     networks = load_networks(path, device, dtype, ensemble)
     runners = [ModelRunner.serving(m, speaker_adaptation) for m in networks.models]
+    runners[0].adapter = _adapter(path, device, runners[0].model)
     return runners[0] if len(runners) == 1 else EnsembleRunner(runners, networks.weights)
+
+
+def _adapter(path: str, device: str, served: DS2) -> InputAdapter:
+    """Fits for the bundle's own network as served (its warps, or none when switched off);
+    fits need gradients, so from an fp32 copy of it, loaded on the first fit."""
+    return InputAdapter(
+        lambda: load_bundle(path, device=device, dtype="fp32"), served.config.warp_factors
+    )
 
 
 def _numpy(log_probs: torch.Tensor) -> F32:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,8 @@ import numpy as np
 import numpy.typing as npt
 
 from models.config import FeatureConfig
-from models.features import StreamingFeaturizer
+from models.features import StreamingFeaturizer, featurize
+from models.input_adaptation import InputTransforms
 from server.audio import Resampler
 from server.decoding import DecoderPool, DecoderStream, HypothesisLike
 from server.dispatch import BatchDispatcher, DispatchError
@@ -79,6 +80,9 @@ class Engine:
     load_wait_s: float = 0.0  # the lag (mean queue wait) past which load_chunk_frames apply
     model_states: Callable[[], int] = lambda: 0  # streams whose recurrent state the model holds
     step_shapes: Callable[[], int] = lambda: 0  # distinct (rows, frames) shapes stepped so far
+    # fits a recording's input transforms from its raw frames (the runner's `fit_input`);
+    # None: this engine cannot adapt to files
+    fit_input: Callable[[F32], Awaitable[InputTransforms]] | None = None
 
     def step_frames(self) -> int:
         """Frames a live stream sends per step now: bigger chunks while the model lags, so
@@ -155,6 +159,9 @@ class Session:
     _undecoded: list[F32] = field(default_factory=list)
     _last_text: str = ""
     _segment: _Segment = field(default_factory=_Segment)
+    # fitted to the whole recording before it starts (files only: `transcribe`); they go
+    # with the stream's first chunk and the runner keeps them
+    transforms: InputTransforms | None = None
 
     async def start(self) -> None:
         """Open the dispatcher stream and the decoder stream."""
@@ -308,8 +315,9 @@ class Session:
         queued, not awaited, so it overlaps the stream's next step. Errors of queued work
         surface at the next `_decode`."""
         began = time.perf_counter()
+        chunk, self.transforms = Chunk(frames, self.transforms), None
         try:
-            log_probs = await self.engine.dispatcher.submit(self.stream, Chunk(frames), last)
+            log_probs = await self.engine.dispatcher.submit(self.stream, chunk, last)
         except DispatchError as e:
             raise ModelFailed(str(e)) from e
         except Exception as e:  # the runner's own error, shared by its whole batch
@@ -407,17 +415,36 @@ def check_recording(engine: Engine, audio: F32) -> None:
         )
 
 
-async def transcribe(engine: Engine, audio: F32) -> tuple[Session, Final]:
+async def transcribe(
+    engine: Engine, audio: F32, adapt_input: bool = False
+) -> tuple[Session, Final]:
     """A whole recording (mono float32 at the model's rate) through a session: the same
-    Batch Dispatch as live streams, in steps of up to `max_chunk_frames`."""
+    Batch Dispatch as live streams, in steps of up to `max_chunk_frames`; with `adapt_input`,
+    heard through input transforms fitted to it first (`models/input_adaptation.py`)."""
     check_recording(engine, audio)
-    session = Session(engine, Options(sample_rate=engine.features.sample_rate, partials=False))
+    transforms = await fit_recording(engine, audio) if adapt_input else None
+    options = Options(sample_rate=engine.features.sample_rate, partials=False)
+    session = Session(engine, options, transforms=transforms)
     try:
         await session.start()
         await session.feed(audio)
         return session, await session.finish()
     finally:
         session.close()
+
+
+async def fit_recording(engine: Engine, audio: F32) -> InputTransforms:
+    """Input transforms of a whole recording (mono float32 at the model's rate), fitted on
+    the frames its session will send (the featurizer skips the same leading silence)."""
+    if engine.fit_input is None:
+        raise BadConfig("this server cannot adapt to a file's input (no model to fit with)")
+    feats = await asyncio.to_thread(featurize, audio, engine.features)
+    if len(feats) == 0:
+        raise EmptyAudio("the audio is too short to adapt to: not one frame of features")
+    try:
+        return await engine.fit_input(feats)
+    except Exception as e:
+        raise ModelFailed(f"fitting the input adaptation failed: {e}") from e
 
 
 def _words(hyp: HypothesisLike, offset: float) -> list[Word]:

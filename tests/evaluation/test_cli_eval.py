@@ -12,13 +12,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+import torch
 
 from decoder.beam import DecoderConfig
 from decoder.loading import write_decoder_json
 from evaluation import cli_eval
+from evaluation.tune_warp import write_warp
+from models.bundle import load_bundle
 from models.ensemble import load_networks
+from models.features import featurize
+from models.input_adaptation import InputAdapter, fit_transforms
 from models.manifest import Utterance, read_manifest, write_manifest
 from tests.decoder.conftest import WORD_BIGRAMS, WORDS, write_arpa
+from training.data import load_audio
 
 VOICES = ["espeak:en-us", "flite:slt"]
 TEXTS = ["a b", "ab ba", "hello there", "a", "ba ab a"]
@@ -103,6 +109,31 @@ def test_batched_forward_equals_one_utterance_at_a_time(tiny_bundle: Path, tmp_p
     for a, b in zip(batched, alone, strict=True):
         assert a.shape == b.shape and a.shape[0] > 0
         np.testing.assert_allclose(a, b, atol=1e-4)
+
+
+def test_adapt_input_hears_each_utterance_as_a_server_adapting_to_files_does(
+    tiny_bundle: Path, tmp_path: Path
+) -> None:
+    warped_bundle = Path(shutil.copytree(tiny_bundle, tmp_path / "warped"))
+    write_warp(warped_bundle, (0.9, 1.1), 4, "mean")  # as models/default hears
+    utts = read_manifest(make_manifest(tmp_path))
+    model = load_networks(warped_bundle)
+    adapter = InputAdapter(lambda: load_bundle(warped_bundle), model.config.warp_factors)
+    batched, _ = cli_eval.log_probs(model, utts, 10**6, 8, adapter)
+    plain, _ = cli_eval.log_probs(model, utts, 10**6, 8)
+    for utt, got, heard in zip(utts, batched, plain, strict=True):
+        feats = featurize(load_audio(str(utt.audio)), model.config.features)
+        fitted = fit_transforms(model.models[0], feats, model.config.warp_factors)
+        x, n = torch.from_numpy(feats)[None], torch.tensor([len(feats)])
+        with torch.inference_mode():
+            alone, _ = model.forward(x, n, transforms=[fitted])
+        np.testing.assert_allclose(got, alone[0, : len(got)].numpy(), atol=1e-4)
+        assert not np.allclose(got, heard, atol=1e-3)
+    args = parse("--bundle", str(warped_bundle), "--manifest", str(tmp_path / "test.jsonl"))
+    args.out = tmp_path / "adapted.json"
+    args.adapt_input = True
+    assert cli_eval.main(args) == 0
+    assert json.loads(args.out.read_text())["adapt_input"] is True
 
 
 def test_batches_respect_both_budgets() -> None:

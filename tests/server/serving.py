@@ -26,6 +26,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from models.bundle import load_bundle
 from models.features import featurize
+from models.input_adaptation import fit_transforms
 from models.warp import adapted_forward
 from server.app import create_app
 from server.config import ServerConfig
@@ -94,12 +95,15 @@ def pcm16(audio: F32) -> bytes:
     return (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
 
 
-def reference_text(bundle: Path, audio16k: F32) -> str:
-    """Whole-utterance forward (with the bundle's speaker adaptation), then the bundle's
-    decoder: what any chunking must reproduce."""
+def reference_text(bundle: Path, audio16k: F32, adapt_input: bool = False) -> str:
+    """Whole-utterance forward (with the bundle's speaker adaptation, and with `adapt_input`
+    input transforms fitted to it), then the bundle's decoder: what any chunking must
+    reproduce."""
     model = load_bundle(bundle)
     feats = featurize(audio16k, model.config.features)
-    log_probs, n = adapted_forward(model, torch.from_numpy(feats)[None], torch.tensor([len(feats)]))
+    fitted = [fit_transforms(model, feats, model.config.warp_factors)] if adapt_input else None
+    x, n = torch.from_numpy(feats)[None], torch.tensor([len(feats)])
+    log_probs, n = adapted_forward(model, x, n, fitted)
     stream = build_decoder(bundle, model.config).start()
     stream.advance(log_probs[0, : int(n[0])].numpy())
     return stream.finalize()[0].text

@@ -27,6 +27,7 @@ from tests.server.serving import (
     AUDIO_PCM,
     Running,
     make_audio,
+    pcm16,
     reference_text,
     running,
     vosk_session,
@@ -263,3 +264,24 @@ def test_harken_transcribe_in_process_and_through_a_server(
         assert good["file"] == str(wav) and good["text"] == expected
         assert [w["word"] for w in good["words"]] == expected.split()
         assert bad["file"] == str(junk) and "error" in bad
+
+
+def test_harken_transcribe_adapts_to_files_in_process_only(
+    server: Running, tiny_bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import soundfile
+
+    pcm = pcm16(make_audio(1.5, seed=4))
+    wav = tmp_path / "a.wav"
+    soundfile.write(wav, np.frombuffer(pcm, "<i2"), 16000, subtype="PCM_16")
+    quantised = np.frombuffer(pcm, "<i2").astype(np.float32) / 32768
+    adapted = reference_text(tiny_bundle, quantised, adapt_input=True)
+    assert adapted != reference_text(tiny_bundle, quantised)
+    where = ["--bundle", str(tiny_bundle), "--dtype", "fp32"]
+    assert harken_cli.main(["transcribe", str(wav), "--adapt-input", "true", *where]) == 0
+    assert json.loads(capsys.readouterr().out)["text"] == adapted
+    assert (
+        harken_cli.main(["transcribe", str(wav), "--adapt-input", "true", "--server", server.url])
+        == 2
+    )
+    assert "POST the file" in capsys.readouterr().err

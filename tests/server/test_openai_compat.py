@@ -13,7 +13,7 @@ import pytest
 import soundfile
 
 from server.config import ServerConfig
-from tests.server.serving import AUDIO_PCM, Running, make_audio, running
+from tests.server.serving import AUDIO_PCM, Running, make_audio, pcm16, reference_text, running
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +107,41 @@ def test_unknown_paths_wrong_methods_and_bad_fields_use_openai_errors(server: Ru
     )
     assert openai_shape(bad, 400)["param"] == "stream"
     assert httpx.get(f"{server.url}/nope").json() == {"detail": "Not Found"}  # not an API path
+
+
+def test_adapt_input_hears_a_file_through_transforms_fitted_to_it(
+    server: Running, tiny_bundle: Path
+) -> None:
+    pcm = pcm16(make_audio(1.5, seed=4))
+    buf = io.BytesIO()
+    soundfile.write(buf, np.frombuffer(pcm, "<i2"), 16000, format="WAV", subtype="PCM_16")
+    wav = buf.getvalue()
+    quantised = np.frombuffer(pcm, "<i2").astype(np.float32) / 32768
+    adapted = reference_text(tiny_bundle, quantised, adapt_input=True)
+    expected = reference_text(tiny_bundle, quantised)
+    assert adapted != expected  # this audio reads differently adapted: the test can tell
+    api = client(server)
+    for flag, want in (("true", adapted), ("false", expected)):
+        result = api.audio.transcriptions.create(
+            model="harken", file=("a.wav", wav), extra_body={"adapt_input": flag}
+        )
+        assert result.text == want
+    events = list(
+        api.audio.transcriptions.create(
+            model="harken", file=("a.wav", wav), stream=True, extra_body={"adapt_input": "true"}
+        )
+    )
+    assert events[-1].type == "transcript.text.done" and events[-1].text == adapted
+    bad = httpx.post(
+        f"{server.url}/v1/audio/transcriptions",
+        files={"file": ("a.wav", wav)},
+        data={"model": "x", "adapt_input": "perhaps"},
+    )
+    assert openai_shape(bad, 400)["param"] == "adapt_input"
+    config = ServerConfig(dtype="fp32", bundle=str(tiny_bundle), adapt_files=True)
+    with running(config) as adapting:  # every file adapted unless a request says otherwise
+        for extra, want in (({}, adapted), ({"adapt_input": "false"}, expected)):
+            result = client(adapting).audio.transcriptions.create(
+                model="harken", file=("a.wav", wav), extra_body=extra
+            )
+            assert result.text == want

@@ -247,3 +247,61 @@ def test_ensemble_false_serves_the_own_network_with_the_settings_kept_for_it(
     assert asyncio.run(run(ensemble=False)) == beam(6.0) != beam(0.0)
     assert asyncio.run(run(ensemble=False, blank_penalty=0.0)) == beam(0.0)
     assert asyncio.run(run()) != beam(6.0)  # by default both networks hear it
+
+
+@pytest.mark.parametrize(
+    "kind", ["plain", "speaker-warp", "ensemble"], ids=["plain", "speaker-warp", "ensemble"]
+)
+def test_an_adapted_file_streams_as_its_offline_forward_and_leaves_other_streams_alone(
+    tiny_bundle: Path, warped_bundle: Path, ensemble_bundle: Path, kind: str
+) -> None:
+    bundle = {"plain": tiny_bundle, "speaker-warp": warped_bundle}.get(kind, ensemble_bundle)
+    runner = runner_for_bundle(str(bundle))
+    model = load_networks(bundle)
+    stride = model.config.time_stride
+    adapted, other = (featurize(_utterance(s, 1.3), model.config.features) for s in (0, 1))
+
+    async def main() -> tuple[F32, F32, F32]:
+        fitted = await runner.fit_input(adapted)
+        d: BatchDispatcher[Chunk, F32] = BatchDispatcher(runner)
+        d.start()
+
+        async def stream(f: F32, transforms: Any) -> F32:
+            sid, outs = d.open_stream(), []
+            for i, (c, last) in enumerate(_chunks(f, 8, stride)):
+                outs.append(await d.submit(sid, Chunk(c, transforms if i == 0 else None), last))
+            return np.concatenate(outs)
+
+        try:
+            a, b = await asyncio.gather(stream(adapted, fitted), stream(other, None))
+        finally:
+            await d.stop()
+        x, n = torch.from_numpy(adapted)[None], torch.tensor([len(adapted)])
+        with torch.inference_mode():
+            lp, n = model.forward(x, n, transforms=[fitted])
+        return a, b, lp[0, : int(n[0])].numpy()
+
+    got, untouched, offline = asyncio.run(main())
+    np.testing.assert_allclose(got, offline, atol=1e-4)
+    assert not np.allclose(got, _whole(model, adapted), atol=1e-3)  # the transforms counted
+    np.testing.assert_allclose(untouched, _whole(model, other), atol=1e-4)
+    assert runner.streams == 0
+    runner.close()
+
+
+def test_input_transforms_are_refused_where_they_cannot_apply(warped_bundle: Path) -> None:
+    runner = ModelRunner.from_bundle(str(warped_bundle))
+    n_bins = runner.model.config.features.n_bins
+    feats = np.full((8, n_bins), -8.0, np.float32)
+    fitted = asyncio.run(runner.fit_input(feats))
+    assert fitted.candidates == 3
+    runner.run_sync([Work(1, Chunk(feats))])
+    with pytest.raises(ValueError, match="first chunk only"):
+        runner.run_sync([Work(1, Chunk(feats, fitted))])
+    other = ModelRunner.from_bundle(str(warped_bundle), speaker_adaptation=False)
+    with pytest.raises(ValueError, match="3 input transforms for a model with 1 warp"):
+        other.run_sync([Work(2, Chunk(feats, fitted))])
+    with pytest.raises(ValueError, match="at least one frame"):
+        asyncio.run(other.fit_input(feats[:0]))
+    runner.close()
+    other.close()
