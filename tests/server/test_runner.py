@@ -37,6 +37,15 @@ from server.session import transcribe
 F32 = npt.NDArray[np.float32]
 
 
+@pytest.fixture(params=["plain", "speaker-warp", "ensemble"])
+def kind_bundle(
+    request: pytest.FixtureRequest, tiny_bundle: Path, warped_bundle: Path, ensemble_bundle: Path
+) -> tuple[str, Path]:
+    """One network, one with speaker warps, and an ensemble of two: (kind, bundle)."""
+    bundles = {"plain": tiny_bundle, "speaker-warp": warped_bundle, "ensemble": ensemble_bundle}
+    return request.param, bundles[request.param]
+
+
 def _utterance(seed: int, seconds: float) -> F32:
     rng = np.random.default_rng(seed)
     t = np.arange(int(16000 * seconds)) / 16000
@@ -59,13 +68,10 @@ def _chunks(feats: F32, size: int, stride: int) -> list[tuple[F32, bool]]:
     return [*steps, (feats[body:], True)]
 
 
-@pytest.mark.parametrize(
-    "kind", ["plain", "speaker-warp", "ensemble"], ids=["plain", "speaker-warp", "ensemble"]
-)
 def test_interleaved_streams_through_the_dispatcher_equal_whole_utterances(
-    tiny_bundle: Path, warped_bundle: Path, ensemble_bundle: Path, kind: str
+    kind_bundle: tuple[str, Path], tiny_bundle: Path, warped_bundle: Path
 ) -> None:
-    bundle = {"plain": tiny_bundle, "speaker-warp": warped_bundle}.get(kind, ensemble_bundle)
+    kind, bundle = kind_bundle
     runner = runner_for_bundle(str(bundle))
     model = load_networks(bundle)
     stride = model.config.time_stride
@@ -249,13 +255,10 @@ def test_ensemble_false_serves_the_own_network_with_the_settings_kept_for_it(
     assert asyncio.run(run()) != beam(6.0)  # by default both networks hear it
 
 
-@pytest.mark.parametrize(
-    "kind", ["plain", "speaker-warp", "ensemble"], ids=["plain", "speaker-warp", "ensemble"]
-)
 def test_an_adapted_file_streams_as_its_offline_forward_and_leaves_other_streams_alone(
-    tiny_bundle: Path, warped_bundle: Path, ensemble_bundle: Path, kind: str
+    kind_bundle: tuple[str, Path],
 ) -> None:
-    bundle = {"plain": tiny_bundle, "speaker-warp": warped_bundle}.get(kind, ensemble_bundle)
+    _, bundle = kind_bundle
     runner = runner_for_bundle(str(bundle))
     model = load_networks(bundle)
     stride = model.config.time_stride
