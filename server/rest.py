@@ -4,7 +4,8 @@ A file goes through the same Session and Batch Dispatch as a live stream, only i
 steps; with `stream=true` its transcript comes as server-sent events (server/rest_stream.py).
 `model` may name anything, as OpenAI's clients insist on one: `GET /v1/models` lists the
 served bundle's name. Errors use OpenAI's shape, `{"error": {"message", "type", "param",
-"code"}}`.
+"code"}}`. Beyond OpenAI's fields, `adapt_input` (default: the server's `--adapt-files`) hears
+the file through input transforms fitted to it first (`models/input_adaptation.py`).
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ as new shapes came up, and each new one cost its first step the compile. So batc
 padded with idle rows to a few sizes (`padded_rows`), last steps to a multiple of
 FLUSH_FRAMES (every layer then runs at that length, as in a step), sessions send backlogs in
 power-of-two multiples of their chunk, long steps take a few streams at a time, and `warmup`
-compiles all of these shapes before the server takes requests.
+compiles all of these shapes before the server takes requests. (A file heard with input
+adaptation steps twice the rows; those sizes, as few, compile on the first such file.)
 """
 
 from __future__ import annotations
