@@ -60,7 +60,9 @@ async def running_engine(
     max_chunk_frames = frames(model, config.max_chunk_ms)
     backlog = sorted(set().union(*(backlog_steps(c, max_chunk_frames) for c in live)))
     # a stream's last step holds less than a chunk
-    await asyncio.to_thread(runner.warmup, live, config.max_batch, backlog, max(live) - 1)
+    await asyncio.to_thread(
+        runner.warmup, live, config.max_batch, backlog, max(live) - 1, config.adapt_files
+    )
     dispatcher: BatchDispatcher[Chunk, F32] = BatchDispatcher(runner, config.dispatch, observer)
     processes: list[DecoderProcess] = []
     pool: DecoderPool | None = None

@@ -21,8 +21,9 @@ as new shapes came up, and each new one cost its first step the compile. So batc
 padded with idle rows to a few sizes (`padded_rows`), last steps to a multiple of
 FLUSH_FRAMES (every layer then runs at that length, as in a step), sessions send backlogs in
 power-of-two multiples of their chunk, long steps take a few streams at a time, and `warmup`
-compiles all of these shapes before the server takes requests. (A file heard with input
-adaptation steps twice the rows; those sizes, as few, compile on the first such file.)
+compiles all of these shapes before the server takes requests. A file heard with input
+adaptation steps twice a stream's rows: a server that adapts every file (`--adapt-files`) warms
+those sizes too; otherwise they compile on the first such file.
 """
 
 from __future__ import annotations
@@ -209,17 +210,19 @@ class ModelRunner:
         max_streams: int = 1,
         backlog: Sequence[int] = (),
         max_tail: int = -1,
+        adapted: bool = False,
     ) -> None:
         """Throwaway steps, so that no real request pays for lazy init or for compiling a
         kernel: one flush, then a step of each padded batch size up to `max_streams` streams
-        (times the warp candidates a new stream has) for each chunk length in `lengths` and
+        (times the warp candidates a new stream has, twice with `adapted`: every stream
+        could be a file heard with input adaptation) for each chunk length in `lengths` and
         each length a flush of a tail of up to `max_tail` frames runs at (a flush at a length
         uses a step's kernels), and up to LONG_STEP_STREAMS streams for each length in
         `backlog`."""
         stride, n_bins = self.model.config.time_stride, self.model.config.features.n_bins
         feats = np.zeros((4 * stride, n_bins), np.float32)
         self.run_sync([Work(-1, Chunk(feats), last=True)])
-        candidates = max(len(self.model.config.warp_factors), 1)
+        candidates = max(len(self.model.config.warp_factors), 1) * (2 if adapted else 1)
 
         def sizes(streams: int) -> list[int]:
             return sorted({padded_rows(n) for n in range(1, streams * candidates + 1)})
@@ -411,10 +414,12 @@ class EnsembleRunner:
         max_streams: int = 1,
         backlog: Sequence[int] = (),
         max_tail: int = -1,
+        adapted: bool = False,
     ) -> None:
-        """Each member's `ModelRunner.warmup`: every network compiles its own shapes."""
-        for runner in self.runners:
-            runner.warmup(lengths, max_streams, backlog, max_tail)
+        """Each member's `ModelRunner.warmup`: every network compiles its own shapes (only
+        the own network's rows double for adapted files: members hear them as they are)."""
+        for i, runner in enumerate(self.runners):
+            runner.warmup(lengths, max_streams, backlog, max_tail, adapted and i == 0)
 
     def release(self, stream: int) -> None:
         for runner in self.runners:

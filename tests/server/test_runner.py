@@ -188,6 +188,33 @@ def test_batches_run_at_few_sizes_and_warm_up_compiles_them_all(tiny_bundle: Pat
     runner.close()
 
 
+def test_a_server_adapting_every_file_warms_the_sizes_adapted_files_step_at(
+    tiny_bundle: Path,
+) -> None:
+    runner = ModelRunner.from_bundle(str(tiny_bundle))
+    runner.warmup(lengths=(8,), max_streams=3, max_tail=7, adapted=True)
+    warmed = runner.shapes
+    n_bins = runner.model.config.features.n_bins
+    rng = np.random.default_rng(0)
+    feats = [rng.standard_normal((20, n_bins)).astype(np.float32) - 8 for _ in range(3)]
+    fitted = [asyncio.run(runner.fit_input(f)) for f in feats]
+    pairs = list(zip(feats, fitted, strict=True))
+    for live in range(4):  # adapted files beside 0-3 live streams, three streams a batch
+        files = [Work(s, Chunk(f[:8], t)) for s, (f, t) in enumerate(pairs[: 3 - live])]
+        others = [Work(10 + s, Chunk(feats[0][:8])) for s in range(live)]
+        asyncio.run(runner.run(files + others))
+        for work in files + others:
+            runner.release(work.stream)
+    ends = [Work(s, Chunk(f[:5], t), last=True) for s, (f, t) in enumerate(pairs)]
+    asyncio.run(runner.run(ends))
+    assert runner.shapes == warmed
+    plain = ModelRunner.from_bundle(str(tiny_bundle))
+    plain.warmup(lengths=(8,), max_streams=3, max_tail=7)
+    assert plain.shapes < warmed  # the doubled rows are sizes a plain server never warms
+    runner.close()
+    plain.close()
+
+
 def test_a_batch_of_many_long_steps_runs_in_parts_and_equals_whole_utterances(
     tiny_bundle: Path,
 ) -> None:
