@@ -34,7 +34,7 @@ from models.bundle import PRECISIONS, load_bundle
 from models.config import parse_bool
 from models.ensemble import Networks, alone_search, load_networks
 from models.features import featurize
-from models.input_adaptation import InputAdapter
+from models.input_adaptation import AdaptConfig, InputAdapter
 from models.manifest import Utterance, read_manifest
 from server.decoding import Decoder, build_decoder
 from training.data import Example, collate, load_audio
@@ -207,7 +207,11 @@ def evaluate(
         timing[f"{name}_s"] = sum(r.seconds for r in rows)
     start = time.perf_counter()
     adapter = (
-        InputAdapter(lambda: load_bundle(args.bundle, dtype="fp32"), model.config.warp_factors)
+        InputAdapter(
+            lambda: load_bundle(args.bundle, dtype="fp32"),
+            model.config.warp_factors,
+            AdaptConfig(steps=args.adapt_steps, rate=args.adapt_rate),
+        )
         if args.adapt_input
         else None
     )
@@ -221,7 +225,10 @@ def evaluate(
         "bundle": str(args.bundle),
         "manifest": str(args.manifest),
         "dtype": args.dtype,
-        "adapt_input": bool(args.adapt_input),
+        # the fit's settings, or false
+        "adapt_input": (
+            {"steps": args.adapt_steps, "rate": args.adapt_rate} if args.adapt_input else False
+        ),
         "utterances": len(utts),
         "audio_seconds": audio_seconds,
         "timing": timing,
@@ -312,6 +319,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="hear each utterance through input transforms fitted to it first, as a server "
         "with --adapt-files hears a file (models/input_adaptation.py)",
     )
+    p.add_argument("--adapt-steps", type=int, default=5, help="the fit's gradient steps")
+    p.add_argument("--adapt-rate", type=float, default=0.05, help="the fit's step rate")
     p.add_argument(
         "--peers",
         nargs="+",

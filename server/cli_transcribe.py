@@ -47,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "WER on unheard voices for about 0.3 of its length in compute; "
         "models/input_adaptation.py); in-process runs only",
     )
+    parser.add_argument("--adapt-steps", type=int, default=5, help="the fit's gradient steps")
+    parser.add_argument("--adapt-rate", type=float, default=0.05, help="the fit's step rate")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -79,6 +81,8 @@ async def _local(args: argparse.Namespace) -> list[dict[str, Any]]:
             dtype=args.dtype,
             decoder=args.decoder,
             ensemble=args.ensemble,
+            adapt_steps=args.adapt_steps,
+            adapt_rate=args.adapt_rate,
         )
         adapt = args.adapt_input
         async with running_engine(config) as engine:

@@ -17,6 +17,7 @@ import torch
 from decoder.beam import warm_up
 from models.config import ModelConfig
 from models.ensemble import alone_search
+from models.input_adaptation import AdaptConfig
 from server.config import ServerConfig
 from server.decoder_procs import DecoderProcess, start_processes
 from server.decoding import Decoder, DecoderPool, build_decoder
@@ -45,6 +46,7 @@ async def running_engine(
         dtype,
         config.speaker_adaptation,
         config.ensemble,
+        AdaptConfig(steps=config.adapt_steps, rate=config.adapt_rate),
     )
     if isinstance(runner, EnsembleRunner):
         shares = ", ".join(f"{w:.2f}" for w in runner.weights)

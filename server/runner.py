@@ -42,7 +42,7 @@ import torch
 from models.bundle import PRECISIONS, load_bundle
 from models.ds2 import DS2
 from models.ensemble import load_networks, mix_numpy
-from models.input_adaptation import InputAdapter, InputTransforms
+from models.input_adaptation import AdaptConfig, InputAdapter, InputTransforms
 from models.streaming import (
     StreamState,
     flush,
@@ -137,7 +137,7 @@ class ModelRunner:
         if dtype not in PRECISIONS:
             raise ValueError(f"dtype must be one of {PRECISIONS}, got {dtype!r}")
         runner = cls.serving(load_bundle(path, device=device, dtype=dtype), speaker_adaptation)
-        runner.adapter = _adapter(path, device, runner.model)
+        runner.adapter = _adapter(path, device, runner.model, AdaptConfig())
         return runner
 
     @classmethod
@@ -437,20 +437,22 @@ def runner_for_bundle(
     dtype: str = "fp32",
     speaker_adaptation: bool = True,
     ensemble: bool = True,
+    adaptation: AdaptConfig | None = None,
 ) -> ModelRunner | EnsembleRunner:
     """The runner a bundle needs: one network, or each of its ensemble's members (loaded and
-    checked as `harken eval` loads them; `ensemble=False`: its own network only)."""
+    checked as `harken eval` loads them; `ensemble=False`: its own network only), fitting
+    files' input transforms as `adaptation` says (AdaptConfig's defaults without it)."""
     networks = load_networks(path, device, dtype, ensemble)
     runners = [ModelRunner.serving(m, speaker_adaptation) for m in networks.models]
-    runners[0].adapter = _adapter(path, device, runners[0].model)
+    runners[0].adapter = _adapter(path, device, runners[0].model, adaptation or AdaptConfig())
     return runners[0] if len(runners) == 1 else EnsembleRunner(runners, networks.weights)
 
 
-def _adapter(path: str, device: str, served: DS2) -> InputAdapter:
+def _adapter(path: str, device: str, served: DS2, config: AdaptConfig) -> InputAdapter:
     """Fits for the bundle's own network as served (its warps, or none when switched off);
     fits need gradients, so from an fp32 copy of it, loaded on the first fit."""
     return InputAdapter(
-        lambda: load_bundle(path, device=device, dtype="fp32"), served.config.warp_factors
+        lambda: load_bundle(path, device=device, dtype="fp32"), served.config.warp_factors, config
     )
 
 

@@ -131,9 +131,9 @@ def test_adapt_input_hears_each_utterance_as_a_server_adapting_to_files_does(
         assert not np.allclose(got, heard, atol=1e-3)
     args = parse("--bundle", str(warped_bundle), "--manifest", str(tmp_path / "test.jsonl"))
     args.out = tmp_path / "adapted.json"
-    args.adapt_input = True
+    args.adapt_input, args.adapt_steps = True, 2
     assert cli_eval.main(args) == 0
-    assert json.loads(args.out.read_text())["adapt_input"] is True
+    assert json.loads(args.out.read_text())["adapt_input"] == {"steps": 2, "rate": 0.05}
 
 
 def test_batches_respect_both_budgets() -> None:

@@ -18,6 +18,7 @@ from models.bundle import load_bundle
 from models.ds2 import DS2
 from models.ensemble import Networks, load_networks
 from models.features import featurize
+from models.input_adaptation import AdaptConfig, fit_transforms
 from models.metrics import greedy_decode
 from models.warp import adapted_forward
 from server.config import ServerConfig
@@ -317,6 +318,22 @@ def test_an_adapted_file_streams_as_its_offline_forward_and_leaves_other_streams
     np.testing.assert_allclose(untouched, _whole(model, other), atol=1e-4)
     assert runner.streams == 0
     runner.close()
+
+
+def test_the_fit_follows_the_servers_adaptation_settings(tiny_bundle: Path) -> None:
+    model = load_bundle(tiny_bundle)
+    feats = featurize(_utterance(0, 1.3), model.config.features)
+    light = AdaptConfig(steps=2, rate=0.1)
+    runner = runner_for_bundle(str(tiny_bundle), adaptation=light)
+    got = asyncio.run(runner.fit_input(feats))
+    want = fit_transforms(model, feats, (), light)
+    np.testing.assert_allclose(got.gain, want.gain, atol=1e-6)
+    assert not np.allclose(got.gain, fit_transforms(model, feats, ()).gain, atol=1e-6)
+    runner.close()
+    with pytest.raises(ValueError, match="adapt_steps must be >= 1"):
+        ServerConfig(adapt_steps=0)
+    with pytest.raises(ValueError, match="adapt_rate must be a positive number"):
+        ServerConfig(adapt_rate=-0.1)
 
 
 def test_input_transforms_are_refused_where_they_cannot_apply(warped_bundle: Path) -> None:

@@ -1,7 +1,7 @@
 """What a file's input adaptation costs as served: `transcribe` through the in-process engine
 (the server's own path), each file plain and adapted, side by side in one run.
 
-Usage: python models/results/adapt_served/cost.py MANIFEST OUT.json [FILES] [DTYPE]
+Usage: python models/results/adapt_served/cost.py MANIFEST OUT.json [FILES] [DTYPE] [STEPS RATE]
 
 Per file the wall time from the whole recording to its final, as a share of its length
 (real-time factor), with the server's defaults (one torch thread for the steps; the fit runs on
@@ -40,11 +40,13 @@ def cpu_model() -> str:
     return f"{fields['model name']}, family {fields.get('cpu family')} model {fields.get('model')}"
 
 
-async def measure(manifest: Path, files: int, dtype: str) -> dict[str, Any]:
+async def measure(
+    manifest: Path, files: int, dtype: str, steps: int, rate: float
+) -> dict[str, Any]:
     utts = read_manifest(manifest)
     pick = np.random.default_rng(0).choice(len(utts), files + 1, replace=False)
     audio = [load_audio(str(utts[i].audio)) for i in pick]
-    config = ServerConfig(dtype=dtype)
+    config = ServerConfig(dtype=dtype, adapt_steps=steps, adapt_rate=rate)
     rows: dict[str, list[float]] = {"plain": [], "adapted": []}
     async with running_engine(config) as engine:
         for i, clip in enumerate(audio):
@@ -59,6 +61,7 @@ async def measure(manifest: Path, files: int, dtype: str) -> dict[str, Any]:
         "files": files,
         "audio_seconds": round(seconds, 1),
         "dtype": f"{dtype} ({resolve_dtype(dtype, 'cpu')[0]})",
+        "fit": {"steps": steps, "rate": rate},
         "cpu": cpu_model(),
         "rtf": {
             k: {"median": float(np.median(v)), "mean": float(np.mean(v)), "max": float(np.max(v))}
@@ -71,7 +74,9 @@ def main() -> None:
     manifest, out = Path(sys.argv[1]), Path(sys.argv[2])
     files = int(sys.argv[3]) if len(sys.argv) > 3 else 20
     dtype = sys.argv[4] if len(sys.argv) > 4 else "auto"
-    result = asyncio.run(measure(manifest, files, dtype))
+    steps = int(sys.argv[5]) if len(sys.argv) > 5 else 5
+    rate = float(sys.argv[6]) if len(sys.argv) > 6 else 0.05
+    result = asyncio.run(measure(manifest, files, dtype, steps, rate))
     print(json.dumps(result, indent=1))
     out.write_text(json.dumps(result, indent=1) + "\n")
 
