@@ -167,11 +167,10 @@ class ModelRunner:
         """The input transforms of a recording's raw frames [T, F], for its first chunk."""
         if self.adapter is None:
             raise ValueError("this model runner was built without input adaptation")
-        adapter = self.adapter
         if len(feats) == 0:
             raise ValueError("input adaptation needs at least one frame of audio")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._fits, adapter.fit, feats)
+        return await loop.run_in_executor(self._fits, self.adapter.fit, feats)
 
     def release(self, stream: int) -> None:
         self._streams.pop(stream, None)

@@ -29,6 +29,7 @@ from decoder.loading import load_decoder
 from evaluation.variants import score_variants
 from models.ensemble import load_networks, mix_numpy
 from models.features import featurize
+from models.input_adaptation import InputTransforms
 from models.manifest import read_manifest
 from models.results.adapt.probe import F32, fit, others_served, transformed
 from models.warp import warp_features
@@ -49,7 +50,7 @@ def main() -> None:
     factors = first.config.warp_factors or (1.0,)
     even = [1.0 / len(factors)] * len(factors)
     utts = read_manifest(manifest)
-    last: dict[str | None, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+    last: dict[str | None, list[InputTransforms]] = {}
     variants: dict[str, list[F32]] = {"served": [], "whole": [], "prefix": [], "previous": []}
     t0 = time.time()
     for utt in utts:
@@ -64,13 +65,13 @@ def main() -> None:
             return mix_numpy([first_out, *others], nets.weights)
 
         whole = [fit(first, c, STEPS, LR) for c in copies]
-        prefix = [fit(first, c[:, :PREFIX_FRAMES], STEPS, LR)[1:] for c in copies]
+        prefix = [fit(first, c[:, :PREFIX_FRAMES], STEPS, LR)[1] for c in copies]
         variants["served"].append(pair(plain))
         variants["whole"].append(
             pair(mix_numpy([plain, mix_numpy([w[0] for w in whole], even)], [0.5, 0.5]))
         )
         pre = mix_numpy(
-            [transformed(first, c, *t) for c, t in zip(copies, prefix, strict=True)], even
+            [transformed(first, c, t) for c, t in zip(copies, prefix, strict=True)], even
         )
         variants["prefix"].append(pair(mix_numpy([plain, pre], [0.5, 0.5])))
         before = last.get(utt.voice)
@@ -78,10 +79,10 @@ def main() -> None:
             variants["previous"].append(pair(plain))
         else:
             prev = mix_numpy(
-                [transformed(first, c, *t) for c, t in zip(copies, before, strict=True)], even
+                [transformed(first, c, t) for c, t in zip(copies, before, strict=True)], even
             )
             variants["previous"].append(pair(mix_numpy([plain, prev], [0.5, 0.5])))
-        last[utt.voice] = [w[1:] for w in whole]
+        last[utt.voice] = [w[1] for w in whole]
     print(f"{len(utts)} utterances in {time.time() - t0:.0f} s", flush=True)
     cfg = first.config
     decoder = load_decoder(bundle, Alphabet.from_list(cfg.alphabet), cfg.frame_seconds)

@@ -8,8 +8,8 @@ Test-time adaptation by entropy minimisation (SUTA, Lin et al. 2022: single-utte
 adaptation of a CTC model): a few gradient steps per utterance that make the network surer of
 its own non-blank frames, through a small set of parameters only. Here those are a per-bin
 scale and shift of the input (a diagonal feature-space transform, 160 numbers: what the
-cepstral-mean probe in cmn.md fixed by hand, chosen here by the network's confidence), and
-optionally the first conv layer's bias. The first network alone, each of its warped copies
+cepstral-mean probe in cmn.md fixed by hand, chosen here by the network's confidence), fitted
+as served (`models/input_adaptation.py`, which this probe's own loop became). The first network alone, each of its warped copies
 adapted on its own, their outputs averaged as served (warp_merge "mean"). Variants: steps and
 rate; scored by greedy CER and beam WER with the bundle's search (the first network's own
 settings are not separate here: the bundle's decoder.json), paired against no adaptation.
@@ -22,12 +22,10 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import cast
 
 import numpy as np
 import numpy.typing as npt
 import torch
-from torch import nn
 
 from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder
@@ -36,17 +34,18 @@ from evaluation.variants import score_variants
 from models.ds2 import DS2
 from models.ensemble import Networks, load_networks, mix_numpy
 from models.features import featurize
+from models.input_adaptation import AdaptConfig, InputTransforms, fit_transforms
 from models.manifest import read_manifest
 from models.metrics import greedy_decode
 from models.warp import adapted_forward, warp_features
 from training.data import load_audio
 
 F32 = npt.NDArray[np.float32]
-# name: (steps, learning rate, adapt the first conv's bias too)
+# name: (steps, learning rate)
 VARIANTS = {
-    "in s5 lr.05": (5, 0.05, False),
-    "in s10 lr.05": (10, 0.05, False),
-    "in s2 lr.1": (2, 0.1, False),  # a cheaper fit, run alone (ONLY)
+    "in s5 lr.05": (5, 0.05),
+    "in s10 lr.05": (10, 0.05),
+    "in s2 lr.1": (2, 0.1),  # a cheaper fit, run alone (ONLY)
 }
 
 
@@ -57,59 +56,23 @@ def others_served(nets: Networks, feats: torch.Tensor) -> list[F32]:
         return [adapted_forward(m, feats, n)[0][0].float().numpy() for m in nets.models[1:]]
 
 
-def adapt(model: DS2, feats: torch.Tensor, steps: int, lr: float, conv: bool) -> F32:
+def adapt(model: DS2, feats: torch.Tensor, steps: int, lr: float) -> F32:
     """Log-probs [T', V] after `steps` of entropy minimisation over the non-blank frames."""
-    return fit(model, feats, steps, lr, conv)[0]
+    return fit(model, feats, steps, lr)[0]
 
 
-def transformed(model: DS2, feats: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> F32:
+def transformed(model: DS2, feats: torch.Tensor, fitted: InputTransforms) -> F32:
     """Log-probs [T', V] of feats [1, T, F] through a fitted input transform."""
-    x = model.feat_mean + (feats - model.feat_mean) * (1 + scale) + shift * model.feat_std
     with torch.no_grad():
-        out: F32 = model(x, torch.tensor([feats.shape[1]]))[0][0].float().numpy()
-    return out
+        out: torch.Tensor = model(fitted.apply(feats, 0), torch.tensor([feats.shape[1]]))[0][0]
+    return np.asarray(out.float().numpy(), np.float32)
 
 
-def fit(
-    model: DS2, feats: torch.Tensor, steps: int, lr: float, conv: bool = False
-) -> tuple[F32, torch.Tensor, torch.Tensor]:
-    """`adapt`'s log-probs and the per-bin scale and shift it fitted."""
-    n = torch.tensor([feats.shape[1]])
-    bins = feats.shape[-1]
-    scale = torch.zeros(bins, requires_grad=True)
-    shift = torch.zeros(bins, requires_grad=True)
-    params = [scale, shift]
-    bias = cast(nn.Conv1d, model.conv_stack[0].conv).bias if conv else None
-    saved = bias.detach().clone() if bias is not None else None
-    if bias is not None:
-        bias.requires_grad_(True)
-        params.append(bias)
-    opt = torch.optim.Adam(params, lr=lr)
-    mean, std = model.feat_mean, model.feat_std
-
-    def run() -> torch.Tensor:
-        x = mean + (feats - mean) * (1 + scale) + shift * std
-        lp: torch.Tensor = model.forward(x, n)[0]
-        return lp[0]
-
-    try:
-        for _ in range(steps):
-            lp = run()
-            keep = lp.argmax(-1) != 0
-            if not bool(keep.any()):
-                break
-            ent = -(lp.exp() * lp).sum(-1)[keep].mean()
-            opt.zero_grad()
-            ent.backward()  # type: ignore[no-untyped-call]
-            opt.step()
-        with torch.no_grad():
-            out: F32 = run().float().numpy()
-    finally:
-        if bias is not None and saved is not None:
-            with torch.no_grad():
-                bias.copy_(saved)
-            bias.requires_grad_(False)
-    return out, scale.detach(), shift.detach()
+def fit(model: DS2, feats: torch.Tensor, steps: int, lr: float) -> tuple[F32, InputTransforms]:
+    """`adapt`'s log-probs of feats [1, T, F] and the transform it fitted: the served fit
+    (`models/input_adaptation.py`) of this one copy."""
+    fitted = fit_transforms(model, feats[0].numpy(), (), AdaptConfig(steps=steps, rate=lr))
+    return transformed(model, feats, fitted), fitted
 
 
 def main() -> None:
@@ -137,8 +100,8 @@ def main() -> None:
         with torch.inference_mode():
             plain = [first(c, torch.tensor([c.shape[1]]))[0][0].float().numpy() for c in copies]
         variants["served"].append(mix_numpy(plain, even))
-        for name, (steps, lr, conv) in chosen.items():
-            outs = [adapt(first, c, steps, lr, conv) for c in copies]
+        for name, (steps, lr) in chosen.items():
+            outs = [adapt(first, c, steps, lr) for c in copies]
             variants[name].append(mix_numpy(outs, even))
     print(f"{len(utts)} utterances in {time.time() - t0:.0f} s", flush=True)
     np.savez_compressed(
