@@ -34,7 +34,7 @@ from models.bundle import PRECISIONS, load_bundle
 from models.config import parse_bool
 from models.ensemble import Networks, alone_search, load_networks
 from models.features import featurize
-from models.input_adaptation import AdaptConfig, InputAdapter
+from models.input_adaptation import AdaptConfig, InputAdapter, InputTransforms, ProfileSchedule
 from models.manifest import Utterance, read_manifest
 from server.decoding import Decoder, build_decoder
 from training.data import Example, collate, load_audio
@@ -84,12 +84,14 @@ def log_probs(
     batch_frames: int,
     batch_size: int,
     adapter: InputAdapter | None = None,
+    profiles: Sequence[InputTransforms | None] | None = None,
 ) -> tuple[list[F32], float]:
     """Per utterance its log-probs [T', V] (manifest order), and the audio seconds. Batches
     group utterances of similar length, of at most `batch_size` utterances and about
     `batch_frames` padded input frames, so little of the work is padding. With `adapter`,
     each utterance is heard through input transforms fitted to it, as a server adapting
-    to files hears it."""
+    to files hears it; with `profiles` (one per utterance, or None), through its speaker's
+    profile (`speaker_profiles`)."""
     frames = [_frames(model, u) for u in utterances]
     order = sorted(range(len(frames)), key=lambda i: frames[i])
     out: list[F32] = [np.zeros((0, model.config.vocab_size), np.float32)] * len(frames)
@@ -103,11 +105,45 @@ def log_probs(
         fitted = [adapter.fit(f.numpy()) for f in feats] if adapter is not None else None
         no_labels = torch.zeros(0, dtype=torch.long)
         b = collate([Example(f, no_labels, i) for f, i in zip(feats, idx, strict=True)])
-        # as served: warps, members mixed (and the file's fitted transforms)
-        lp, n = model.forward(b.feats, b.feat_lengths, transforms=fitted)
+        heard = [profiles[i] for i in idx] if profiles is not None else None
+        # as served: warps, members mixed (and the file's fitted transforms or the profiles)
+        lp, n = model.forward(b.feats, b.feat_lengths, transforms=fitted, profiles=heard)
         for j, i in enumerate(idx):
             out[i] = lp[j, : int(n[j])].float().numpy()
     return out, samples / rate
+
+
+def speaker_profiles(
+    model: Networks,
+    utterances: Sequence[Utterance],
+    adapter: InputAdapter,
+    schedule: ProfileSchedule,
+) -> list[InputTransforms | None]:
+    """The profile each utterance is heard through when each voice's utterances come, in
+    manifest order, as one live stream that adapts to its speaker (`harken serve
+    --adapt-speakers`; a client that resets between utterances): the profile fitted on the
+    voice's audio before the utterance, by the schedule's rule. A fit that would land inside
+    an utterance counts from the next one (the server's may land sooner). An utterance with no
+    voice is a speaker of its own, and too short to have a profile."""
+    rate, hop_s = model.config.features.sample_rate, model.config.features.hop_ms / 1000
+    heard: dict[str, list[F32]] = {}
+    fitted_on: dict[str, float] = {}
+    current: dict[str, InputTransforms] = {}
+    out: list[InputTransforms | None] = []
+    for utt in utterances:
+        voice = utt.voice
+        out.append(current.get(voice) if voice is not None else None)
+        if voice is None or fitted_on.get(voice, 0.0) >= schedule.max_s:
+            continue
+        feats = _features(model, load_audio(str(utt.audio), rate)).numpy()
+        frames = heard.setdefault(voice, [])
+        frames.append(feats)
+        seconds = sum(len(f) for f in frames) * hop_s
+        if schedule.due(fitted_on.get(voice, 0.0), seconds):
+            read = np.concatenate(frames)[: int(schedule.max_s / hop_s)]
+            current[voice] = adapter.fit(read, schedule.fit)
+            fitted_on[voice] = len(read) * hop_s
+    return out
 
 
 def _frames(model: Networks, utt: Utterance) -> int:
@@ -215,7 +251,16 @@ def evaluate(
         if args.adapt_input
         else None
     )
-    outputs, audio_seconds = log_probs(model, utts, args.batch_frames, args.batch_size, adapter)
+    profiles = None
+    if args.adapt_speaker:
+        schedule = ProfileSchedule.of(args.profile_first_s, args.profile_max_s)
+        fitter = InputAdapter(
+            lambda: load_bundle(args.bundle, dtype="fp32"), model.config.warp_factors
+        )
+        profiles = speaker_profiles(model, utts, fitter, schedule)
+    outputs, audio_seconds = log_probs(
+        model, utts, args.batch_frames, args.batch_size, adapter, profiles
+    )
     timing["forward_s"] = time.perf_counter() - start
     for name, decoder in decoders.items():
         texts, seconds = decode_all(decoder, outputs)
@@ -229,7 +274,14 @@ def evaluate(
         "adapt_input": (
             {"steps": args.adapt_steps, "rate": args.adapt_rate} if args.adapt_input else False
         ),
+        # when each voice's profile was fitted (seconds of its audio), or false
+        "adapt_speaker": (
+            {"first_s": args.profile_first_s, "max_s": args.profile_max_s}
+            if args.adapt_speaker
+            else False
+        ),
         "utterances": len(utts),
+        "heard_through_a_profile": sum(p is not None for p in profiles or ()),
         "audio_seconds": audio_seconds,
         "timing": timing,
         "peers": list(args.peers),
@@ -322,6 +374,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--adapt-steps", type=int, default=5, help="the fit's gradient steps")
     p.add_argument("--adapt-rate", type=float, default=0.05, help="the fit's step rate")
     p.add_argument(
+        "--adapt-speaker",
+        type=parse_bool,
+        default=False,
+        help="hear each voice's utterances (manifest order) as one live stream that fits its "
+        "speaker's profile as it goes, as a server with --adapt-speakers hears it",
+    )
+    p.add_argument("--profile-first-s", type=float, default=15.0, help="first profile's audio")
+    p.add_argument("--profile-max-s", type=float, default=60.0, help="last profile's audio")
+    p.add_argument(
         "--peers",
         nargs="+",
         default=[],
@@ -333,6 +394,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.adapt_input and args.adapt_speaker:
+        raise SystemExit(
+            "harken eval: error: --adapt-input (a file fitted on itself) and --adapt-speaker (a "
+            "live stream's profile) are two ways to serve; score one at a time"
+        )
+    if args.adapt_speaker:
+        try:
+            ProfileSchedule.of(args.profile_first_s, args.profile_max_s)
+        except ValueError as e:
+            raise SystemExit(f"harken eval: error: {e}") from None
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     model = load_networks(args.bundle, dtype=args.dtype, ensemble=args.ensemble)

@@ -125,17 +125,22 @@ class Networks:
         lengths: Tensor,
         adapt: bool = True,
         transforms: Sequence[InputTransforms] | None = None,
+        profiles: Sequence[InputTransforms | None] | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Mixed log-probs [B, T', V] and lengths: each member with its own speaker warps,
         exactly as the streaming server hears the bundle; `adapt=False` hears the features
         as they are (a teacher on training voices, where the warps would only add cost).
         `transforms`, one per utterance, adapt the bundle's own network's input as the
-        server does for a file (`models/input_adaptation.py`); the members hear it as is."""
+        server does for a file (`models/input_adaptation.py`); `profiles` (one per utterance or
+        None) are speakers' profiles that the bundle's own network hears through, as the
+        server does for a stream once it has one; the members hear it as is."""
         outs, n = [], lengths
         for i, model in enumerate(self.models):
             x = feats.to(self.dtype)
-            fitted = transforms if i == 0 else None
-            lp, n = adapted_forward(model, x, lengths, fitted) if adapt else model(x, lengths)
+            fitted, profiled = (transforms, profiles) if i == 0 else (None, None)
+            lp, n = (
+                adapted_forward(model, x, lengths, fitted, profiled) if adapt else model(x, lengths)
+            )
             outs.append(lp)
         return mix(outs, self.weights), n
 

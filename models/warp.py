@@ -189,18 +189,31 @@ def adapted_forward(
     feats: Tensor,
     lengths: Tensor,
     transforms: Sequence[InputTransforms] | None = None,
+    profiles: Sequence[InputTransforms | None] | None = None,
 ) -> tuple[Tensor, Tensor]:
     """`model(feats, lengths)` with the model's warp adaptation applied to each utterance:
     exactly what the streaming server produces for it. Without warp factors, plain forward.
     With `transforms` (one per utterance, `models/input_adaptation.py`) each warped copy is
     heard twice, as it is and through the utterance's fitted transform, and the two are
-    averaged before the copies merge: what the server gives a file it adapts to."""
+    averaged before the copies merge: what the server gives a file it adapts to. With
+    `profiles` (one per utterance, or None) each warped copy is heard through the speaker's
+    profile alone: what the server gives a stream whose profile came with its first chunk."""
     factors = model.config.warp_factors
-    if not factors and transforms is None:
+    if profiles is not None:
+        assert transforms is None, "a file's transforms or a speaker's profile, not both"
+        assert len(profiles) == feats.shape[0], "one profile (or None) per utterance"
+    if not factors and transforms is None and not any(profiles or ()):
         lp, n = model(feats, lengths)
         return lp, n
     b, alphas = feats.shape[0], factors or (1.0,)
     rows = [warp_features(feats, a, model.config.features) for a in alphas]
+    if profiles is not None:
+        rows = [
+            torch.stack(
+                [x if (p := profiles[i]) is None else p.apply(x, k) for i, x in enumerate(copy)]
+            )
+            for k, copy in enumerate(rows)
+        ]
     if transforms is not None:
         assert len(transforms) == b, "one set of transforms per utterance"
         rows += [

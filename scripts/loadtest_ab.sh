@@ -5,7 +5,8 @@
 #   bash scripts/loadtest_ab.sh NAME STREAMS SECONDS "serve flags" [OUT_DIR]
 # e.g. bash scripts/loadtest_ab.sh fixed 100 25 "--load-chunk-ms 0"
 # MANIFEST= picks the utterances (default data/corpus/test.jsonl; a dev set keeps test unseen);
-# SEED= changes which ones each stream sends, and when (the same seed sends the same ones).
+# SEED= changes which ones each stream sends, and when (the same seed sends the same ones);
+# MAX_UTTERANCE_S= lets longer ones in (the load test skips those over 20 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 name=$1 streams=$2 seconds=$3 flags=$4 out=${5:-/tmp/loadtest_ab}
@@ -21,7 +22,8 @@ for _ in $(seq 120); do
   sleep 0.5
 done
 .venv/bin/harken loadtest --url "ws://127.0.0.1:$port" --manifest "${MANIFEST:-data/corpus/test.jsonl}" \
-  --streams "$streams" --seconds "$seconds" --progress-s 0 ${SEED:+--seed "$SEED"} --out "$out/$name" > /dev/null 2>&1 || true
+  --streams "$streams" --seconds "$seconds" --progress-s 0 ${SEED:+--seed "$SEED"} \
+  ${MAX_UTTERANCE_S:+--max-utterance-s "$MAX_UTTERANCE_S"} --out "$out/$name" > /dev/null 2>&1 || true
 .venv/bin/python - "$out/$name" "$name" <<'PY'
 import json, sys
 from pathlib import Path

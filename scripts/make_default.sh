@@ -769,6 +769,12 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
       --out $R/default_eval_test_adapted.json
     $H eval --bundle $B --manifest data/asterisk/test.jsonl --beam --adapt-input true \
       --out $R/default_eval_real_test_adapted.json
+    # each voice as one live stream that fits its speaker's profile as it goes, what
+    # `adapt_speaker` serves (models/results/speaker.md)
+    $H eval --bundle $B --manifest data/corpus/test.jsonl --beam --adapt-speaker true \
+      --out $R/default_eval_test_speaker.json
+    $H eval --bundle $B --manifest data/asterisk/test.jsonl --beam --adapt-speaker true \
+      --out $R/default_eval_real_test_speaker.json
     # a candidate beside the shipped model, utterance by utterance (paired bootstrap): how
     # much of a dev difference is noise (models/results/mix.md)
     if [ "$R" != models/results ]; then
@@ -804,6 +810,8 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
       --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json" \
       --eval "test, files heard with input adaptation (\`adapt_input\`)=$R/default_eval_test_adapted.json" \
       --eval "real test (Asterisk prompts; adaptation to her), files heard with input adaptation=$R/default_eval_real_test_adapted.json" \
+      --eval "test, each voice one live stream adapting to its speaker (\`adapt_speaker\`)=$R/default_eval_test_speaker.json" \
+      --eval "real test (Asterisk prompts; adaptation to her), one live stream adapting to her=$R/default_eval_real_test_speaker.json" \
       --lm-name "data/corpus/lm_text.txt=the corpus's fortune sentences that dev and test do not use" \
       --lm-name "data/lm/wordnet.txt=WordNet's glosses" \
       --lm-name "data/lm/corpora.txt=the sentences corpus5-8 speak" \

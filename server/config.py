@@ -13,11 +13,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from models import DEFAULT_BUNDLE as BUNDLED
 from models.config import parse_bool
 from server.dispatch import POLICIES, DispatchConfig
+
+if TYPE_CHECKING:
+    from models.input_adaptation import ProfileSchedule
 
 DEVICES = ("cpu", "cuda")
 DTYPES = ("auto", "fp32", "bf16", "fp16", "int8")
@@ -74,6 +77,14 @@ class ServerConfig:
     # for half the cost (0.12 of a file's length against 0.23)
     adapt_steps: int = 5
     adapt_rate: float = 0.05
+    # live streams (/v1/stream) fit a profile of their speaker from their own audio and hear
+    # the rest through it, unless a stream's config says otherwise (`adapt_speaker`): TTS dev
+    # 1.3-1.9 points of WER better once it is fitted (models/results/speaker.md), for a fit on
+    # a second thread at 15, 30 and 60 s of the stream (each about 0.4 of the audio it reads
+    # in one core's compute)
+    adapt_speakers: bool = False
+    profile_first_s: float = 15.0  # the stream's audio its first profile is fitted on
+    profile_max_s: float = 60.0  # ... its last (refitted each time the audio has doubled)
     decoder: str = "beam"  # beam (with the bundle's LM when it has one) | greedy
     beam_size: int = 0  # beam width; 0 keeps the bundle's tuned decoder.json value
     # how far below the best a beam may score and stay (0 keeps decoder.json's): lower is
@@ -136,9 +147,21 @@ class ServerConfig:
         _check(self.malloc_trim_s >= 0, f"malloc_trim_s must be >= 0, got {self.malloc_trim_s}")
         _check(self.adapt_steps >= 1, f"adapt_steps must be >= 1, got {self.adapt_steps}")
         _check(
+            math.isfinite(self.profile_max_s) and 0 < self.profile_first_s <= self.profile_max_s,
+            "profile_first_s and profile_max_s need 0 < first <= max, got "
+            f"{self.profile_first_s} and {self.profile_max_s}",
+        )
+        _check(
             math.isfinite(self.adapt_rate) and self.adapt_rate > 0,
             f"adapt_rate must be a positive number, got {self.adapt_rate}",
         )
+
+    @property
+    def profiles(self) -> ProfileSchedule:
+        """When a stream that adapts to its speaker fits its profile, and how."""
+        from models.input_adaptation import ProfileSchedule  # torch: not for --help
+
+        return ProfileSchedule.of(self.profile_first_s, self.profile_max_s)
 
     @property
     def dispatch(self) -> DispatchConfig:

@@ -7,10 +7,12 @@ very same path from audio to text.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import torch
 
@@ -24,6 +26,7 @@ from server.decoding import Decoder, DecoderPool, build_decoder
 from server.dispatch import BatchDispatcher, DispatchObserver
 from server.memory import settle_heap
 from server.precision import resolve_dtype
+from server.profiles import network_digest
 from server.runner import F32, Chunk, EnsembleRunner, runner_for_bundle
 from server.session import Engine, backlog_steps
 
@@ -48,6 +51,8 @@ async def running_engine(
         config.ensemble,
         AdaptConfig(steps=config.adapt_steps, rate=config.adapt_rate),
     )
+    # what a speaker's profile token names its network by
+    network = await asyncio.to_thread(network_digest, Path(config.bundle) / "model.safetensors")
     if isinstance(runner, EnsembleRunner):
         shares = ", ".join(f"{w:.2f}" for w in runner.weights)
         log.info("ensemble of %d networks, shares of the mean %s", len(runner.runners), shares)
@@ -102,6 +107,10 @@ async def running_engine(
             model_states=lambda: runner.streams,
             step_shapes=lambda: runner.shapes,
             fit_input=runner.fit_input,
+            fit_profile=functools.partial(runner.fit_input, config=config.profiles.fit),
+            profiles=config.profiles,
+            network=network,
+            candidates=max(len(model.warp_factors), 1),
         )
     finally:
         gc.unfreeze()  # what the engine held can be collected again once it is gone

@@ -47,6 +47,13 @@ class StreamConfig(BaseModel):
     ] = []
     # trailing silence that ends a segment with a final (several finals per stream); 0: off
     endpoint_ms: Annotated[int, Field(ge=0, le=10000)] = 0
+    # fit a profile of the speaker from the stream's audio and hear the rest through it
+    # (null: the server's `--adapt-speakers`); true also sends each profile fitted as a
+    # `speaker_profile` message
+    adapt_speaker: bool | None = None
+    # the `profile` of a speaker_profile message from an earlier stream of the same speaker:
+    # heard through it from the start (server/profiles.py)
+    speaker_profile: Annotated[str, Field(min_length=1, max_length=16384)] | None = None
 
 
 class EndOfStream(BaseModel):
@@ -69,6 +76,12 @@ class Partial(BaseModel):
     type: Literal["partial"] = "partial"
     text: str  # the best hypothesis so far
     stable: str  # the prefix of `text` that later audio cannot change
+
+
+class SpeakerProfile(BaseModel):
+    type: Literal["speaker_profile"] = "speaker_profile"
+    profile: str  # a token to send back as `speaker_profile` in a later stream's config
+    seconds: float  # the stream's audio it was fitted on
 
 
 class Alternative(BaseModel):

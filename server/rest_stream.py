@@ -21,7 +21,14 @@ from pydantic import BaseModel
 
 from server.audio import F32
 from server.errors import SessionError
-from server.protocol import Final, OpenAIError, OpenAIErrorBody, TextDelta, TextDone
+from server.protocol import (
+    Final,
+    OpenAIError,
+    OpenAIErrorBody,
+    SpeakerProfile,
+    TextDelta,
+    TextDone,
+)
 from server.session import Options, Session, Update, check_recording, fit_recording
 from server.transport import Resources, log, observe_final
 
@@ -43,6 +50,8 @@ async def _events(res: Resources, audio: F32, adapt_input: bool) -> AsyncIterato
     try:
         with res.slots.hold():
             async for update in _updates(res, audio, adapt_input):
+                if isinstance(update, SpeakerProfile):
+                    continue  # a file's session never fits one (no adapt_speaker)
                 text = update.text if isinstance(update, Final) else update.stable
                 if delta := _delta(sent, text):
                     sent += delta

@@ -11,7 +11,10 @@ their outputs merge into the stream's one output and, once it has chosen, the ot
 states are dropped (a model whose `warp_merge` is "mean" never chooses: its streams keep every
 row and average them to the end). A file that was fitted an input transform before its first
 step (`models/input_adaptation.py`, `fit_input`) runs each candidate twice, as it is and
-through its transform, and the pair's mean is that candidate's output.
+through its transform, and the pair's mean is that candidate's output. A live stream that
+adapts to its speaker is sent the speaker's profile (fitted the same way, on the fit thread,
+from the stream's own audio) with any chunk: from then on each candidate's one row hears its
+chunks through it; the recurrent states carry on.
 
 Steps run at few shapes. oneDNN, which runs the CPU kernels, compiles a primitive per input
 shape and keeps it in a cache of 1024 with a buffer the size of the layer's weights (1.1 MiB
@@ -82,10 +85,13 @@ class Chunk:
     A chunk that is not a stream's last must hold a positive multiple of the model's time
     stride; the last one (the tail) may hold any number, zero included. A stream's first chunk
     may carry the input transforms fitted to its recording (`ModelRunner.fit_input`), which
-    the stream keeps to its end."""
+    the stream keeps to its end. Any chunk may carry a speaker's `profile` (transforms fitted
+    on the speaker's earlier speech): from that chunk on, the stream is heard through it
+    alone, and a later profile replaces it. A stream takes one or the other, not both."""
 
     feats: F32
     transforms: InputTransforms | None = None
+    profile: InputTransforms | None = None
 
 
 @dataclass
@@ -96,6 +102,7 @@ class _Stream:
     states: list[StreamState]
     choice: WarpChoice | None  # None: the model has no speaker adaptation
     transforms: InputTransforms | None = None
+    profile: InputTransforms | None = None  # each candidate's one row heard through it
 
     @property
     def rows_per_candidate(self) -> int:
@@ -163,14 +170,15 @@ class ModelRunner:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._thread, self.run_sync, list(batch))
 
-    async def fit_input(self, feats: F32) -> InputTransforms:
-        """The input transforms of a recording's raw frames [T, F], for its first chunk."""
+    async def fit_input(self, feats: F32, config: AdaptConfig | None = None) -> InputTransforms:
+        """The input transforms of a recording's raw frames [T, F], for its first chunk (or
+        a speaker's profile, fitted by `config`, for any chunk)."""
         if self.adapter is None:
             raise ValueError("this model runner was built without input adaptation")
         if len(feats) == 0:
             raise ValueError("input adaptation needs at least one frame of audio")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._fits, self.adapter.fit, feats)
+        return await loop.run_in_executor(self._fits, self.adapter.fit, feats, config)
 
     def release(self, stream: int) -> None:
         self._streams.pop(stream, None)
@@ -249,29 +257,42 @@ class ModelRunner:
                 )
 
     def _stream(self, work: Work[Chunk]) -> _Stream:
-        held, transforms = self._streams.get(work.stream), work.chunk.transforms
-        if held is not None:
-            if transforms is not None:
+        held = self._streams.get(work.stream)
+        transforms, profile = work.chunk.transforms, work.chunk.profile
+        if held is not None and transforms is not None:
+            raise ValueError(
+                f"stream {work.stream}: input transforms come with a stream's first chunk only"
+            )
+        if held is None:
+            self._check_candidates(work.stream, transforms)
+            factors = self.model.config.warp_factors
+            rows = max(len(factors), 1) * (1 if transforms is None else 2)
+            states = [init_state(self.model, 1) for _ in range(rows)]
+            merge = self.model.config.warp_merge
+            choice = WarpChoice.start(len(factors), factors, merge) if factors else None
+            held = _Stream(states, choice, transforms)
+        if profile is not None:
+            self._check_candidates(work.stream, profile)
+            if held.transforms is not None:
                 raise ValueError(
-                    f"stream {work.stream}: input transforms come with a stream's first chunk only"
+                    f"stream {work.stream}: a stream heard through a file's input transforms "
+                    "takes no speaker profile"
                 )
-            return held
-        factors = self.model.config.warp_factors
-        candidates = max(len(factors), 1)
+            held.profile = profile  # the recurrent states carry on: the voice is the same
+        return held
+
+    def _check_candidates(self, stream: int, transforms: InputTransforms | None) -> None:
+        candidates = max(len(self.model.config.warp_factors), 1)
         if transforms is not None and transforms.candidates != candidates:
             raise ValueError(
-                f"stream {work.stream}: {transforms.candidates} input transforms for a model "
+                f"stream {stream}: {transforms.candidates} input transforms for a model "
                 f"with {candidates} warp candidates; fit them with this runner's fit_input"
             )
-        rows = candidates * (1 if transforms is None else 2)
-        states = [init_state(self.model, 1) for _ in range(rows)]
-        merge = self.model.config.warp_merge
-        choice = WarpChoice.start(len(factors), factors, merge) if factors else None
-        return _Stream(states, choice, transforms)
 
     def _rows(self, batch: list[Work[Chunk]]) -> tuple[list[_Stream], list[_Row]]:
         """Each stream's chunk once per active warp candidate (once without adaptation), and
-        once more through its transform when the stream has input transforms."""
+        once more through its transform when the stream has input transforms; through its
+        speaker profile instead when it has one."""
         factors, streams, rows = self.model.config.warp_factors, [], []
         for i, work in enumerate(batch):
             held = self._stream(work)
@@ -285,7 +306,8 @@ class ModelRunner:
                     if factors
                     else feats
                 )
-                rows.append(_Row(i, warped, held.states[j * per]))
+                heard = warped if held.profile is None else held.profile.apply(warped, k)
+                rows.append(_Row(i, heard, held.states[j * per]))
                 if held.transforms is not None:
                     adapted = held.transforms.apply(warped, k)
                     rows.append(_Row(i, adapted, held.states[j * per + 1]))
@@ -385,15 +407,17 @@ class EnsembleRunner:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._thread, self.run_sync, list(batch))
 
-    async def fit_input(self, feats: F32) -> InputTransforms:
+    async def fit_input(self, feats: F32, config: AdaptConfig | None = None) -> InputTransforms:
         """The bundle's own network's transforms (members hear the file as it is, as
         measured: models/results/adapt.md)."""
-        return await self.runners[0].fit_input(feats)
+        return await self.runners[0].fit_input(feats, config)
 
     def run_sync(self, batch: list[Work[Chunk]]) -> list[F32]:
         # the first checks the batch; members hear the input as it is
         plain = [
-            dataclasses.replace(w, chunk=Chunk(w.chunk.feats)) if w.chunk.transforms else w
+            dataclasses.replace(w, chunk=Chunk(w.chunk.feats))
+            if w.chunk.transforms or w.chunk.profile
+            else w
             for w in batch
         ]
         per_member = [r.run_sync(batch if i == 0 else plain) for i, r in enumerate(self.runners)]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ import numpy.typing as npt
 
 from models.config import FeatureConfig
 from models.features import StreamingFeaturizer, featurize
-from models.input_adaptation import InputTransforms
+from models.input_adaptation import InputTransforms, ProfileSchedule
 from server.audio import Resampler
 from server.decoding import DecoderPool, DecoderStream, HypothesisLike
 from server.dispatch import BatchDispatcher, DispatchError
@@ -39,10 +40,12 @@ from server.errors import (
     SessionError,
     StreamTooLong,
 )
-from server.protocol import Alternative, Final, Partial, Word
+from server.profiles import encode_profile
+from server.protocol import Alternative, Final, Partial, SpeakerProfile, Word
 from server.runner import Chunk
 
 F32 = npt.NDArray[np.float32]
+log = logging.getLogger("harken.server")
 
 
 class State(enum.Enum):
@@ -63,6 +66,10 @@ class Options:
     hotwords: tuple[str, ...] = ()
     endpoint_ms: int = 0  # trailing silence (blank frames) that ends a segment; 0: never
     alternative_words: bool = False  # the alternatives carry timed words too (Vosk's do)
+    # fit a profile of the speaker from the stream's own speech and hear the rest through it
+    # (`Engine.fit_profile`; models/results/speaker.md)
+    adapt_speaker: bool = False
+    send_profile: bool = False  # hand each profile fitted to the client (SpeakerProfile)
 
 
 @dataclass
@@ -83,6 +90,16 @@ class Engine:
     # fits a recording's input transforms from its raw frames (the runner's `fit_input`);
     # None: this engine cannot adapt to files
     fit_input: Callable[[F32], Awaitable[InputTransforms]] | None = None
+    # fits a speaker's profile from a stream's raw frames (by `profiles.fit`); None:
+    # streams cannot adapt to their speakers
+    fit_profile: Callable[[F32], Awaitable[InputTransforms]] | None = None
+    profiles: ProfileSchedule = ProfileSchedule()  # when a stream fits its speaker's profile
+    network: bytes = b""  # the digest a profile token names its network by (server/profiles.py)
+    candidates: int = 1  # a profile's rows: the own network's warp candidates as served
+
+    def frame_s(self, frames: int) -> float:
+        """Seconds of `frames` input frames."""
+        return frames * self.features.hop_ms / 1000
 
     def step_frames(self) -> int:
         """Frames a live stream sends per step now: bigger chunks while the model lags, so
@@ -137,7 +154,31 @@ class _Segment:
         self.frames += len(log_probs)
 
 
-Update = Partial | Final  # what a session hands its transport while audio comes in
+# what a session hands its transport while audio comes in
+Update = Partial | Final | SpeakerProfile
+
+
+@dataclass
+class _Profile:
+    """A stream's speaker profile in the making: the frames it is fitted on, the fit under
+    way, and whether the runner still has to be sent the latest."""
+
+    frames: list[F32] = field(default_factory=list)
+    heard: int = 0  # frames kept for fitting
+    fitted_on: int = 0  # frames the current profile was fitted on (0: none yet)
+    fitting_on: int = 0  # frames the fit under way reads
+    fitting: asyncio.Future[InputTransforms] | None = None
+    unsent: bool = False  # the runner has not had the latest
+    unannounced: bool = False  # nor has the client
+    finished: bool = False  # no further fit: the last was due, one failed, or the client's
+
+    def stop(self) -> None:
+        if self.fitting is not None:
+            if self.fitting.done() and not self.fitting.cancelled():
+                self.fitting.exception()  # retrieved: the stream is gone, nobody else will look
+            self.fitting.cancel()
+            self.fitting = None
+        self.frames.clear()
 
 
 @dataclass
@@ -162,6 +203,14 @@ class Session:
     # fitted to the whole recording before it starts (files only: `transcribe`); they go
     # with the stream's first chunk and the runner keeps them
     transforms: InputTransforms | None = None
+    # the speaker's profile (Options.adapt_speaker) and what it takes to fit and send it
+    profile: InputTransforms | None = None
+    _profile: _Profile = field(default_factory=lambda: _Profile())
+
+    def __post_init__(self) -> None:
+        if self.profile is not None:  # the client's own: sent first, and not fitted again
+            self._profile.unsent = True
+            self._profile.finished = True
 
     async def start(self) -> None:
         """Open the dispatcher stream and the decoder stream."""
@@ -185,7 +234,8 @@ class Session:
 
     async def feed(self, samples: F32) -> list[Update]:
         """Take client-rate samples and run every full chunk. Returns, in order, a Final for
-        each segment that ended (with endpointing on), then a Partial if the text changed."""
+        each segment that ended (with endpointing on), then a Partial if the text changed,
+        then the speaker's profile if one was fitted since (with `send_profile`)."""
         self._expect(State.STREAMING, "send audio")
         self._count(len(samples))
         self._add_frames(samples, last=False)
@@ -193,6 +243,12 @@ class Session:
         stepped = await self._run_full_chunks(updates)
         if stepped and self.options.partials and (partial := await self._partial()):
             updates.append(partial)
+        if self._profile.unannounced and self.profile is not None:
+            self._profile.unannounced = False
+            if self.options.send_profile:
+                token = encode_profile(self.profile, self.engine.network)
+                seconds = self.engine.frame_s(self._profile.fitted_on)
+                updates.append(SpeakerProfile(profile=token, seconds=round(seconds, 2)))
         return updates
 
     async def finish(self) -> Final:
@@ -233,6 +289,7 @@ class Session:
         seg = self._segment
         self.engine.dispatcher.close_stream(self.stream)
         self.stream = self.engine.dispatcher.open_stream()
+        self._profile.unsent = self.profile is not None  # the new model stream needs it too
         self._segment = _Segment(start_s=seg.origin_s + seg.frames * self.engine.frame_seconds)
         self._decoder = await self._new_decoder()
         self._last_text = ""
@@ -246,6 +303,7 @@ class Session:
         """Free everything the stream holds; safe in any state, and more than once."""
         if self.state in (State.STREAMING, State.DONE):
             self.engine.dispatcher.close_stream(self.stream)
+        self._profile.stop()
         for future in self._decoding:
             if future.done() and not future.cancelled():
                 future.exception()  # retrieved: the stream is gone, nobody else will look
@@ -315,7 +373,10 @@ class Session:
         queued, not awaited, so it overlaps the stream's next step. Errors of queued work
         surface at the next `_decode`."""
         began = time.perf_counter()
-        chunk, self.transforms = Chunk(frames, self.transforms), None
+        self._take_profile()
+        profile = self.profile if self._profile.unsent else None
+        chunk = Chunk(frames, self.transforms, profile)
+        self.transforms, self._profile.unsent = None, False
         try:
             log_probs = await self.engine.dispatcher.submit(self.stream, chunk, last)
         except DispatchError as e:
@@ -328,6 +389,45 @@ class Session:
         self._undecoded.append(log_probs)
         if last or not self.options.partials:  # no partial request follows to carry them
             self._queue_advance()
+        if self.options.adapt_speaker and not last:
+            self._enrol(frames)
+
+    # -- the speaker's profile -----------------------------------------------------------
+
+    def _enrol(self, frames: F32) -> None:
+        """Keep the stepped frames the profile is fitted on; start a fit when one is due."""
+        engine, p = self.engine, self._profile
+        if engine.fit_profile is None or p.finished:
+            return
+        most = int(engine.profiles.max_s * 1000 / engine.features.hop_ms)
+        if p.heard < most:
+            p.frames.append(frames[: most - p.heard])
+            p.heard += len(p.frames[-1])
+        if p.fitting is None and engine.profiles.due(
+            engine.frame_s(p.fitted_on), engine.frame_s(p.heard)
+        ):
+            p.fitting = asyncio.ensure_future(engine.fit_profile(np.concatenate(p.frames)))
+            p.fitting_on = p.heard
+
+    def _take_profile(self) -> None:
+        """A fit that has finished gives the stream its profile, sent with the next chunk.
+        A fit that failed leaves the stream as it was: it is heard without a (new) profile."""
+        p = self._profile
+        if p.fitting is None or not p.fitting.done():
+            return
+        fitting, p.fitting = p.fitting, None
+        error = None if fitting.cancelled() else fitting.exception()
+        if fitting.cancelled() or error is not None:
+            p.finished = True
+            log.warning(
+                "stream %d: its speaker profile could not be fitted: %s", self.stream, error
+            )
+            return
+        self.profile, p.fitted_on = fitting.result(), p.fitting_on
+        p.unsent = p.unannounced = True
+        if not self.engine.profiles.due(self.engine.frame_s(p.fitted_on), float("inf")):
+            p.finished = True
+            p.frames.clear()  # free them
 
     def _queue_advance(self) -> None:
         """Queue the undecoded log-probs on the stream's decoder worker without waiting for

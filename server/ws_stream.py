@@ -3,6 +3,8 @@
 client                               server
 {"type": "config", ...}   ->
 <binary audio>*           ->         <- {"type": "partial", "text", "stable"}*
+                                     <- {"type": "speaker_profile", "profile", "seconds"}*
+                                        (asked for with "adapt_speaker": true)
 {"type": "eos"}           ->         <- {"type": "final", "text", "words", "alternatives"}
                                      <- close 1000
 any rule broken                      <- {"type": "error", "code", "message"}, close 1003..1013
@@ -15,7 +17,9 @@ import time
 from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect
 
+from models.input_adaptation import InputTransforms
 from server.errors import BadConfig, BadMessage, OutOfOrder, SessionError
+from server.profiles import ProfileError, decode_profile
 from server.protocol import ProtocolError, StreamConfig, parse_control, parse_stream_config
 from server.session import Options, Session
 from server.transport import (
@@ -52,7 +56,9 @@ async def stream(ws: WebSocket) -> None:
 
 async def _serve(ws: WebSocket, res: Resources) -> None:
     config = await _first_config(ws, res)
-    session = Session(res.engine, _options(config))
+    session = Session(
+        res.engine, _options(config, res.config.adapt_speakers), profile=_profile(config, res)
+    )
     try:
         await session.start()
         while True:
@@ -96,7 +102,11 @@ def _protocol_error(e: ProtocolError) -> SessionError:
     return kinds.get(e.code, BadMessage)(str(e))
 
 
-def _options(config: StreamConfig) -> Options:
+def _options(config: StreamConfig, adapt_speakers: bool) -> Options:
+    """The session's options: the client's, the server's defaults where it left them out."""
+    adapt = adapt_speakers if config.adapt_speaker is None else config.adapt_speaker
+    if config.speaker_profile is not None:
+        adapt = True
     return Options(
         sample_rate=config.sample_rate,
         partials=config.partials,
@@ -104,4 +114,22 @@ def _options(config: StreamConfig) -> Options:
         word_timestamps=config.word_timestamps,
         hotwords=tuple(config.hotwords),
         endpoint_ms=config.endpoint_ms,
+        adapt_speaker=adapt,
+        # only to a client that asked: a client that did not may not know the message
+        send_profile=config.adapt_speaker is True,
     )
+
+
+def _profile(config: StreamConfig, res: Resources) -> InputTransforms | None:
+    """The client's own profile token, decoded for this server's network."""
+    if config.speaker_profile is None:
+        return None
+    engine = res.engine
+    if engine.fit_profile is None:
+        raise BadConfig("speaker_profile: this server cannot adapt to speakers")
+    try:
+        return decode_profile(
+            config.speaker_profile, engine.network, engine.candidates, engine.features.n_bins
+        )
+    except ProfileError as e:
+        raise BadConfig(f"speaker_profile: {e}") from None

@@ -80,7 +80,10 @@ async def _serve(ws: WebSocket, res: Resources) -> None:
     config = VoskConfig()
     if isinstance(first, str) and isinstance(parsed := _text(first), VoskConfig):
         config, first = parsed, None
-    session = Session(res.engine, _options(config, res.config.vosk_endpoint_ms))
+    session = Session(
+        res.engine,
+        _options(config, res.config.vosk_endpoint_ms, res.config.adapt_speakers),
+    )
     try:
         await _start(session)
         await _stream(ws, res, session, config, first)
@@ -162,7 +165,8 @@ def _alternatives(final: Final, words: bool) -> str:
     return VoskAlternatives(alternatives=[best, *rest]).model_dump_json(exclude_none=True)
 
 
-def _options(config: VoskConfig, endpoint_ms: int) -> Options:
+def _options(config: VoskConfig, endpoint_ms: int, adapt_speaker: bool) -> Options:
+    """Vosk's config, and the server's settings for what it has no field for."""
     phrases = tuple(p for p in config.phrase_list if p.strip() and p.strip() != UNKNOWN)
     return Options(
         sample_rate=round(config.sample_rate),
@@ -171,6 +175,7 @@ def _options(config: VoskConfig, endpoint_ms: int) -> Options:
         hotwords=phrases,
         endpoint_ms=endpoint_ms,
         alternative_words=config.words,
+        adapt_speaker=adapt_speaker,
     )
 
 

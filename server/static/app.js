@@ -8,6 +8,11 @@ const params = new URLSearchParams(location.search);
 // A pause this long ends a segment: its final comes at once, and the finals accumulate as
 // the user speaks, rather than all of it arriving only at Stop.
 const ENDPOINT_MS = 700;
+// The server fits a profile of your voice from what you say (after 15 s, again at 30 and
+// 60 s) and hears the rest through it; the page keeps the latest, so your next session is
+// heard through it from its first word. Forget it with ?forget=1.
+const PROFILE_KEY = "harken.speaker_profile";
+if (params.get("forget")) localStorage.removeItem(PROFILE_KEY);
 let session = null;
 
 function setStatus(text, isError = false) {
@@ -40,7 +45,12 @@ function onMessage(event) {
     $("final").textContent = ($("final").textContent + " " + msg.text).trim();
     $("stable").textContent = "";
     $("partial").textContent = "";
+  } else if (msg.type === "speaker_profile") {
+    localStorage.setItem(PROFILE_KEY, msg.profile);
+    setStatus(`listening, adapted to your voice (${msg.seconds} s of it)`);
   } else if (msg.type === "error") {
+    // a kept profile this server cannot use (another model): forget it, the next one is new
+    if (msg.message.startsWith("speaker_profile")) localStorage.removeItem(PROFILE_KEY);
     setStatus(`error: ${msg.message}`, true);
   }
 }
@@ -67,7 +77,15 @@ async function start() {
     }
   };
   ws.onopen = () => {
-    const config = { type: "config", sample_rate: context.sampleRate, encoding: "pcm_s16le", endpoint_ms: ENDPOINT_MS };
+    const config = {
+      type: "config",
+      sample_rate: context.sampleRate,
+      encoding: "pcm_s16le",
+      endpoint_ms: ENDPOINT_MS,
+      adapt_speaker: true,
+    };
+    const kept = localStorage.getItem(PROFILE_KEY);
+    if (kept) config.speaker_profile = kept;
     ws.send(JSON.stringify(config));
     tap.port.onmessage = (e) => ws.readyState === WebSocket.OPEN && ws.send(toPcm16(e.data));
     source.connect(tap);

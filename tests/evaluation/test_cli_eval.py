@@ -21,7 +21,7 @@ from evaluation.tune_warp import write_warp
 from models.bundle import load_bundle
 from models.ensemble import load_networks
 from models.features import featurize
-from models.input_adaptation import InputAdapter, fit_transforms
+from models.input_adaptation import InputAdapter, ProfileSchedule, fit_transforms
 from models.manifest import Utterance, read_manifest, write_manifest
 from tests.decoder.conftest import WORD_BIGRAMS, WORDS, write_arpa
 from training.data import load_audio
@@ -134,6 +134,49 @@ def test_adapt_input_hears_each_utterance_as_a_server_adapting_to_files_does(
     args.adapt_input, args.adapt_steps = True, 2
     assert cli_eval.main(args) == 0
     assert json.loads(args.out.read_text())["adapt_input"] == {"steps": 2, "rate": 0.05}
+
+
+def test_adapt_speaker_hears_each_voice_as_one_stream_that_fits_its_profile(
+    tiny_bundle: Path, tmp_path: Path
+) -> None:
+    warped_bundle = Path(shutil.copytree(tiny_bundle, tmp_path / "warped"))
+    write_warp(warped_bundle, (0.9, 1.1), 4, "mean")
+    utts = read_manifest(make_manifest(tmp_path))  # voices alternate; 0.3, 0.6, ... 1.5 s
+    model = load_networks(warped_bundle)
+    adapter = InputAdapter(lambda: load_bundle(warped_bundle), model.config.warp_factors)
+    schedule = ProfileSchedule.of(0.5, 1.0)
+    profiles = cli_eval.speaker_profiles(model, utts, adapter, schedule)
+    feats = [featurize(load_audio(str(u.audio)), model.config.features) for u in utts]
+    # espeak (u0, u2, u4): too little before u2; fitted on its first second after it.
+    # flite (u1, u3): fitted on u1 (0.6 s) after it, then on its first second after u3.
+    assert [p is None for p in profiles] == [True, True, True, False, False]
+    first_s = int(1.0 * 1000 / model.config.features.hop_ms)
+    want = {
+        3: adapter.fit(feats[1], schedule.fit),
+        4: adapter.fit(np.concatenate([feats[0], feats[2]])[:first_s], schedule.fit),
+    }
+    for i, fitted in want.items():
+        got = profiles[i]
+        assert got is not None
+        np.testing.assert_allclose(got.gain, fitted.gain, atol=1e-6)
+    heard, _ = cli_eval.log_probs(model, utts, 10**6, 8, profiles=profiles)
+    x, n = torch.from_numpy(feats[4])[None], torch.tensor([len(feats[4])])
+    with torch.inference_mode():
+        alone, _ = model.forward(x, n, profiles=[want[4]])
+    np.testing.assert_allclose(heard[4], alone[0, : len(heard[4])].numpy(), atol=1e-4)
+    args = parse("--bundle", str(warped_bundle), "--manifest", str(tmp_path / "test.jsonl"))
+    args.out = tmp_path / "profiled.json"
+    args.adapt_speaker, args.profile_first_s, args.profile_max_s = True, 0.5, 1.0
+    assert cli_eval.main(args) == 0
+    report = json.loads(args.out.read_text())
+    assert report["adapt_speaker"] == {"first_s": 0.5, "max_s": 1.0}
+    assert report["heard_through_a_profile"] == 2
+    args.adapt_input = True
+    with pytest.raises(SystemExit, match="score one at a time"):
+        cli_eval.main(args)
+    args.adapt_input, args.profile_first_s = False, 2.0
+    with pytest.raises(SystemExit, match="0 < first_s <= max_s"):
+        cli_eval.main(args)
 
 
 def test_batches_respect_both_budgets() -> None:

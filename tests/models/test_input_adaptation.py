@@ -154,3 +154,20 @@ def test_a_model_config_without_warps_fits_one_transform() -> None:
     model = _model()
     assert model.config.warp_factors == ModelConfig().warp_factors == ()
     assert fit_transforms(model, _feats(model), ()).candidates == 1
+
+
+def test_a_long_recording_fitted_in_pieces_is_fitted_on_every_piece_alike() -> None:
+    """In pieces, a recording that says the same piece twice fits that piece's transform
+    (each copy's loss is the mean over all its pieces), and a tail shorter than a piece
+    counts only its own frames."""
+    model = _model()
+    piece = _feats(model, frames=80)
+    pieces = AdaptConfig(piece_seconds=0.8)  # 80 frames of 10 ms
+    twice = fit_transforms(model, np.concatenate([piece, piece]), (0.9, 1.1), pieces)
+    once = fit_transforms(model, piece, (0.9, 1.1))
+    np.testing.assert_allclose(twice.gain, once.gain, atol=1e-5)
+    np.testing.assert_allclose(twice.offset, once.offset, atol=1e-4)
+    whole = fit_transforms(model, np.concatenate([piece, piece[:40]]), (), AdaptConfig())
+    cut = fit_transforms(model, np.concatenate([piece, piece[:40]]), (), pieces)
+    assert not np.allclose(cut.gain, whole.gain, atol=1e-6)  # two pieces, not one sequence
+    assert np.isfinite(cut.gain).all() and np.isfinite(cut.offset).all()

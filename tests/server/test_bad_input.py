@@ -103,6 +103,11 @@ def test_a_second_config_is_out_of_order(server: Running) -> None:
             "bad_config",
             "hotwords",
         ),
+        (
+            json.dumps({"type": "config", "sample_rate": 16000, "adapt_speaker": "perhaps"}),
+            "bad_config",
+            "adapt_speaker",
+        ),
     ],
 )
 def test_bad_config_messages_say_what_to_change(

@@ -352,3 +352,78 @@ def test_input_transforms_are_refused_where_they_cannot_apply(warped_bundle: Pat
         asyncio.run(other.fit_input(feats[:0]))
     runner.close()
     other.close()
+
+
+def test_a_speaker_profile_from_the_first_chunk_streams_as_its_offline_forward(
+    kind_bundle: tuple[str, Path],
+) -> None:
+    _, bundle = kind_bundle
+    runner = runner_for_bundle(str(bundle))
+    model = load_networks(bundle)
+    stride = model.config.time_stride
+    earlier, heard, other = (
+        featurize(_utterance(s, 1.3), model.config.features) for s in (0, 1, 2)
+    )
+
+    async def main() -> tuple[F32, F32, F32]:
+        profile = await runner.fit_input(earlier)  # fitted on the speaker's earlier speech
+        d: BatchDispatcher[Chunk, F32] = BatchDispatcher(runner)
+        d.start()
+
+        async def stream(f: F32, profile: Any) -> F32:
+            sid, outs = d.open_stream(), []
+            for i, (c, last) in enumerate(_chunks(f, 8, stride)):
+                chunk = Chunk(c, profile=profile if i == 0 else None)
+                outs.append(await d.submit(sid, chunk, last))
+            return np.concatenate(outs)
+
+        try:
+            a, b = await asyncio.gather(stream(heard, profile), stream(other, None))
+        finally:
+            await d.stop()
+        x, n = torch.from_numpy(heard)[None], torch.tensor([len(heard)])
+        with torch.inference_mode():
+            lp, n = model.forward(x, n, profiles=[profile])
+        return a, b, lp[0, : int(n[0])].numpy()
+
+    got, untouched, offline = asyncio.run(main())
+    np.testing.assert_allclose(got, offline, atol=1e-4)
+    assert not np.allclose(got, _whole(model, heard), atol=1e-3)  # the profile counted
+    np.testing.assert_allclose(untouched, _whole(model, other), atol=1e-4)
+    runner.close()
+
+
+def test_a_profile_that_comes_mid_stream_changes_what_follows_only(tiny_bundle: Path) -> None:
+    runner = ModelRunner.from_bundle(str(tiny_bundle))
+    model = load_bundle(tiny_bundle)
+    stride = model.config.time_stride
+    feats = featurize(_utterance(1, 1.3), model.config.features)
+    profile = asyncio.run(runner.fit_input(featurize(_utterance(0, 1.3), model.config.features)))
+    at = 2  # the profile comes with the third chunk
+    outs = [
+        runner.run_sync([Work(7, Chunk(c, profile=profile if i == at else None), last)])[0]
+        for i, (c, last) in enumerate(_chunks(feats, 8, stride))
+    ]
+    # offline: the frames from the third chunk on heard through the profile
+    heard = np.concatenate([feats[: at * 8], profile.apply(torch.from_numpy(feats[at * 8 :]), 0)])
+    np.testing.assert_allclose(np.concatenate(outs), _whole(model, heard), atol=1e-4)
+    before = sum(len(o) for o in outs[:at])
+    np.testing.assert_allclose(
+        np.concatenate(outs)[:before], _whole(model, feats)[:before], atol=1e-5
+    )
+    runner.close()
+
+
+def test_a_profile_is_refused_where_it_cannot_apply(warped_bundle: Path) -> None:
+    runner = ModelRunner.from_bundle(str(warped_bundle))
+    n_bins = runner.model.config.features.n_bins
+    feats = np.full((8, n_bins), -8.0, np.float32)
+    fitted = asyncio.run(runner.fit_input(feats))
+    runner.run_sync([Work(1, Chunk(feats, fitted))])  # a file heard through its transforms
+    with pytest.raises(ValueError, match="takes no speaker profile"):
+        runner.run_sync([Work(1, Chunk(feats, profile=fitted))])
+    other = ModelRunner.from_bundle(str(warped_bundle), speaker_adaptation=False)
+    with pytest.raises(ValueError, match="3 input transforms for a model with 1 warp"):
+        other.run_sync([Work(2, Chunk(feats, profile=fitted))])
+    runner.close()
+    other.close()

@@ -1,0 +1,94 @@
+"""How much enrolment does a speaker's input profile need, and how many fit steps? (offline probe)
+
+Usage: python models/results/speaker/sweep.py BUNDLE MANIFEST OUT.json
+
+`probe.py` found the profile fitted on a voice's first 16 utterances, heard alone (no plain
+copy beside it), the best reading. Here every profile is scored on the same utterances (each
+voice's after its first 32), fitted on the first K of them (K = 4, 8, 16, 32: about 15, 30,
+60 and 120 s) with 10 or 20 steps at 0.05 over up to 120 s. Heard alone, as a live stream
+would once its profile is fitted; the pair's other network hears as served.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+from decoder.alphabet import Alphabet
+from decoder.loading import load_decoder
+from evaluation.variants import score_variants
+from models.ensemble import load_networks
+from models.input_adaptation import AdaptConfig, InputTransforms, fit_transforms
+from models.manifest import Utterance, read_manifest
+from models.mixing import mix_numpy
+from models.results.adapt.probe import F32, others_served
+from models.results.speaker.probe import features, out
+from models.warp import warp_features
+
+ENROL = (4, 8, 16, 32)
+STEPS = (10, 20)
+RATE, MAX_SECONDS = 0.05, 120
+
+
+def main() -> None:
+    bundle, manifest, dest = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+    torch.set_num_threads(2)
+    nets = load_networks(bundle)
+    first = nets.models[0]
+    for p in first.parameters():
+        p.requires_grad_(False)
+    fcfg = first.config.features
+    factors = first.config.warp_factors or (1.0,)
+    even = [1.0 / len(factors)] * len(factors)
+    by_voice: dict[str | None, list[Utterance]] = defaultdict(list)
+    for u in read_manifest(manifest):
+        by_voice[u.voice].append(u)
+    names = [f"K{k} s{s}" for k in ENROL for s in STEPS]
+    variants: dict[str, list[F32]] = {n: [] for n in ["served", *names]}
+    refs: list[str] = []
+    t0 = time.time()
+    for voice, utts in by_voice.items():
+        enrol = [features(u.audio, first) for u in utts[: max(ENROL)]]
+        profiles: dict[str, InputTransforms] = {}
+        for k in ENROL:
+            pooled = torch.cat(enrol[:k]).numpy()
+            for s in STEPS:
+                fit = AdaptConfig(steps=s, rate=RATE, max_seconds=MAX_SECONDS)
+                profiles[f"K{k} s{s}"] = fit_transforms(first, pooled, factors, fit)
+        print(f"{voice}: profiles fitted at {time.time() - t0:.0f} s", flush=True)
+        for u in utts[max(ENROL) :]:
+            feats = features(u.audio, first)
+            copies = [warp_features(feats, a, fcfg) for a in factors]
+            others = others_served(nets, feats[None])
+
+            def pair(first_out: F32, others: list[F32] = others) -> F32:
+                return mix_numpy([first_out, *others], nets.weights)
+
+            plain = mix_numpy([out(first, c) for c in copies], even)
+            variants["served"].append(pair(plain))
+            for name, t in profiles.items():
+                heard = [out(first, t.apply(c, k)) for k, c in enumerate(copies)]
+                variants[name].append(pair(mix_numpy(heard, even)))
+            refs.append(u.text)
+    print(f"{len(refs)} utterances scored, {time.time() - t0:.0f} s", flush=True)
+    cfg = first.config
+    decoder = load_decoder(bundle, Alphabet.from_list(cfg.alphabet), cfg.frame_seconds)
+    rows = score_variants(decoder, cfg.alphabet, refs, variants, "served")
+    result = {
+        "bundle": str(bundle),
+        "manifest": str(manifest),
+        "rate": RATE,
+        "max_seconds": MAX_SECONDS,
+        "scored_utterances": len(refs),
+        "rows": rows,
+    }
+    dest.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
