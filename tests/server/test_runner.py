@@ -283,38 +283,49 @@ def test_ensemble_false_serves_the_own_network_with_the_settings_kept_for_it(
     assert asyncio.run(run()) != beam(6.0)  # by default both networks hear it
 
 
-def test_an_adapted_file_streams_as_its_offline_forward_and_leaves_other_streams_alone(
-    kind_bundle: tuple[str, Path],
+@pytest.mark.parametrize("how", ["file", "profile"])
+def test_an_adapted_stream_streams_as_its_offline_forward_and_leaves_other_streams_alone(
+    kind_bundle: tuple[str, Path], how: str
 ) -> None:
+    """A file's transforms (fitted on itself, heard beside the plain input) or a speaker's
+    profile (fitted on earlier speech, heard alone), sent with the stream's first chunk."""
     _, bundle = kind_bundle
     runner = runner_for_bundle(str(bundle))
     model = load_networks(bundle)
     stride = model.config.time_stride
-    adapted, other = (featurize(_utterance(s, 1.3), model.config.features) for s in (0, 1))
+    heard, other, earlier = (
+        featurize(_utterance(s, 1.3), model.config.features) for s in (0, 1, 2)
+    )
+
+    def first(c: F32, fitted: Any) -> Chunk:
+        return Chunk(c, fitted) if how == "file" else Chunk(c, profile=fitted)
 
     async def main() -> tuple[F32, F32, F32]:
-        fitted = await runner.fit_input(adapted)
+        fitted = await runner.fit_input(heard if how == "file" else earlier)
         d: BatchDispatcher[Chunk, F32] = BatchDispatcher(runner)
         d.start()
 
-        async def stream(f: F32, transforms: Any) -> F32:
+        async def stream(f: F32, fitted: Any) -> F32:
             sid, outs = d.open_stream(), []
             for i, (c, last) in enumerate(_chunks(f, 8, stride)):
-                outs.append(await d.submit(sid, Chunk(c, transforms if i == 0 else None), last))
+                outs.append(await d.submit(sid, first(c, fitted) if i == 0 else Chunk(c), last))
             return np.concatenate(outs)
 
         try:
-            a, b = await asyncio.gather(stream(adapted, fitted), stream(other, None))
+            a, b = await asyncio.gather(stream(heard, fitted), stream(other, None))
         finally:
             await d.stop()
-        x, n = torch.from_numpy(adapted)[None], torch.tensor([len(adapted)])
+        x, n = torch.from_numpy(heard)[None], torch.tensor([len(heard)])
         with torch.inference_mode():
-            lp, n = model.forward(x, n, transforms=[fitted])
+            if how == "file":
+                lp, n = model.forward(x, n, transforms=[fitted])
+            else:
+                lp, n = model.forward(x, n, profiles=[fitted])
         return a, b, lp[0, : int(n[0])].numpy()
 
     got, untouched, offline = asyncio.run(main())
     np.testing.assert_allclose(got, offline, atol=1e-4)
-    assert not np.allclose(got, _whole(model, adapted), atol=1e-3)  # the transforms counted
+    assert not np.allclose(got, _whole(model, heard), atol=1e-3)  # the adaptation counted
     np.testing.assert_allclose(untouched, _whole(model, other), atol=1e-4)
     assert runner.streams == 0
     runner.close()
@@ -352,45 +363,6 @@ def test_input_transforms_are_refused_where_they_cannot_apply(warped_bundle: Pat
         asyncio.run(other.fit_input(feats[:0]))
     runner.close()
     other.close()
-
-
-def test_a_speaker_profile_from_the_first_chunk_streams_as_its_offline_forward(
-    kind_bundle: tuple[str, Path],
-) -> None:
-    _, bundle = kind_bundle
-    runner = runner_for_bundle(str(bundle))
-    model = load_networks(bundle)
-    stride = model.config.time_stride
-    earlier, heard, other = (
-        featurize(_utterance(s, 1.3), model.config.features) for s in (0, 1, 2)
-    )
-
-    async def main() -> tuple[F32, F32, F32]:
-        profile = await runner.fit_input(earlier)  # fitted on the speaker's earlier speech
-        d: BatchDispatcher[Chunk, F32] = BatchDispatcher(runner)
-        d.start()
-
-        async def stream(f: F32, profile: Any) -> F32:
-            sid, outs = d.open_stream(), []
-            for i, (c, last) in enumerate(_chunks(f, 8, stride)):
-                chunk = Chunk(c, profile=profile if i == 0 else None)
-                outs.append(await d.submit(sid, chunk, last))
-            return np.concatenate(outs)
-
-        try:
-            a, b = await asyncio.gather(stream(heard, profile), stream(other, None))
-        finally:
-            await d.stop()
-        x, n = torch.from_numpy(heard)[None], torch.tensor([len(heard)])
-        with torch.inference_mode():
-            lp, n = model.forward(x, n, profiles=[profile])
-        return a, b, lp[0, : int(n[0])].numpy()
-
-    got, untouched, offline = asyncio.run(main())
-    np.testing.assert_allclose(got, offline, atol=1e-4)
-    assert not np.allclose(got, _whole(model, heard), atol=1e-3)  # the profile counted
-    np.testing.assert_allclose(untouched, _whole(model, other), atol=1e-4)
-    runner.close()
 
 
 def test_a_profile_that_comes_mid_stream_changes_what_follows_only(tiny_bundle: Path) -> None:

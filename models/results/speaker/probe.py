@@ -35,7 +35,7 @@ from decoder.loading import load_decoder
 from evaluation.variants import score_variants
 from models.bundle import unfold_batchnorm
 from models.ds2 import DS2, SequenceBatchNorm
-from models.ensemble import load_networks
+from models.ensemble import Networks, load_networks
 from models.features import featurize
 from models.input_adaptation import AdaptConfig, InputTransforms, fit_transforms
 from models.manifest import Utterance, read_manifest
@@ -58,6 +58,34 @@ def out(model: DS2, feats: torch.Tensor) -> F32:
     with torch.no_grad():
         lp = model(feats[None], torch.tensor([feats.shape[0]]))[0][0]
     return np.asarray(lp.float().numpy(), np.float32)
+
+
+def frozen_first(bundle: Path) -> tuple[Networks, DS2, list[float]]:
+    """The bundle's networks, its first one with no gradients kept for its weights, and the
+    even shares of that network's warped copies."""
+    torch.set_num_threads(2)
+    nets = load_networks(bundle)
+    for p in nets.models[0].parameters():
+        p.requires_grad_(False)
+    copies = len(nets.models[0].config.warp_factors or (1.0,))
+    return nets, nets.models[0], [1.0 / copies] * copies
+
+
+def by_voice(manifest: Path) -> dict[str | None, list[Utterance]]:
+    """The manifest's utterances per voice, each voice's in manifest order."""
+    voices: dict[str | None, list[Utterance]] = defaultdict(list)
+    for u in read_manifest(manifest):
+        voices[u.voice].append(u)
+    return voices
+
+
+def scored(
+    bundle: Path, model: DS2, refs: list[str], variants: dict[str, list[F32]]
+) -> dict[str, dict[str, float]]:
+    """Each variant's greedy CER and beam WER (the bundle's search), paired against "served"."""
+    cfg = model.config
+    decoder = load_decoder(bundle, Alphabet.from_list(cfg.alphabet), cfg.frame_seconds)
+    return score_variants(decoder, cfg.alphabet, refs, variants, "served")
 
 
 def adabn(model: DS2, enrol: list[torch.Tensor], share: float) -> DS2:
@@ -84,19 +112,10 @@ def adabn(model: DS2, enrol: list[torch.Tensor], share: float) -> DS2:
 def main() -> None:
     bundle, manifest, dest = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
     enrol_n = int(sys.argv[4]) if len(sys.argv) > 4 else 16
-    torch.set_num_threads(2)
-    nets = load_networks(bundle)
-    first = nets.models[0]
-    for p in first.parameters():
-        p.requires_grad_(False)
-    fcfg = first.config.features
-    factors = first.config.warp_factors or (1.0,)
-    even = [1.0 / len(factors)] * len(factors)
+    nets, first, even = frozen_first(bundle)
+    fcfg, factors = first.config.features, first.config.warp_factors or (1.0,)
     calib = [features(u.audio, first) for u in read_manifest(CALIBRATION)[:CALIBRATION_UTTERANCES]]
     unfolded = unfold_batchnorm(first, calib).eval()
-    by_voice: dict[str | None, list[Utterance]] = defaultdict(list)
-    for u in read_manifest(manifest):
-        by_voice[u.voice].append(u)
     names = [
         "served",
         "whole",
@@ -110,7 +129,7 @@ def main() -> None:
     variants: dict[str, list[F32]] = {n: [] for n in names}
     refs: list[str] = []
     t0 = time.time()
-    for voice, utts in by_voice.items():
+    for voice, utts in by_voice(manifest).items():
         enrol = [features(u.audio, first) for u in utts[:enrol_n]]
         pooled = torch.cat(enrol).numpy()
         profile = fit_transforms(first, pooled, factors, PROFILE)
@@ -153,9 +172,7 @@ def main() -> None:
             variants["whole + profile in"].append(pair(mix_numpy([plain, own, prof], [1 / 3] * 3)))
             refs.append(u.text)
     print(f"{len(refs)} utterances scored, {time.time() - t0:.0f} s", flush=True)
-    cfg = first.config
-    decoder = load_decoder(bundle, Alphabet.from_list(cfg.alphabet), cfg.frame_seconds)
-    rows = score_variants(decoder, cfg.alphabet, refs, variants, "served")
+    rows = scored(bundle, first, refs, variants)
     result = {
         "bundle": str(bundle),
         "manifest": str(manifest),

@@ -14,20 +14,14 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import torch
 
-from decoder.alphabet import Alphabet
-from decoder.loading import load_decoder
-from evaluation.variants import score_variants
-from models.ensemble import load_networks
 from models.input_adaptation import AdaptConfig, InputTransforms, fit_transforms
-from models.manifest import Utterance, read_manifest
 from models.mixing import mix_numpy
 from models.results.adapt.probe import F32, others_served
-from models.results.speaker.probe import features, out
+from models.results.speaker.probe import by_voice, features, frozen_first, out, scored
 from models.warp import warp_features
 
 ENROL = (4, 8, 16, 32)
@@ -37,22 +31,13 @@ RATE, MAX_SECONDS = 0.05, 120
 
 def main() -> None:
     bundle, manifest, dest = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
-    torch.set_num_threads(2)
-    nets = load_networks(bundle)
-    first = nets.models[0]
-    for p in first.parameters():
-        p.requires_grad_(False)
-    fcfg = first.config.features
-    factors = first.config.warp_factors or (1.0,)
-    even = [1.0 / len(factors)] * len(factors)
-    by_voice: dict[str | None, list[Utterance]] = defaultdict(list)
-    for u in read_manifest(manifest):
-        by_voice[u.voice].append(u)
+    nets, first, even = frozen_first(bundle)
+    fcfg, factors = first.config.features, first.config.warp_factors or (1.0,)
     names = [f"K{k} s{s}" for k in ENROL for s in STEPS]
     variants: dict[str, list[F32]] = {n: [] for n in ["served", *names]}
     refs: list[str] = []
     t0 = time.time()
-    for voice, utts in by_voice.items():
+    for voice, utts in by_voice(manifest).items():
         enrol = [features(u.audio, first) for u in utts[: max(ENROL)]]
         profiles: dict[str, InputTransforms] = {}
         for k in ENROL:
@@ -76,9 +61,7 @@ def main() -> None:
                 variants[name].append(pair(mix_numpy(heard, even)))
             refs.append(u.text)
     print(f"{len(refs)} utterances scored, {time.time() - t0:.0f} s", flush=True)
-    cfg = first.config
-    decoder = load_decoder(bundle, Alphabet.from_list(cfg.alphabet), cfg.frame_seconds)
-    rows = score_variants(decoder, cfg.alphabet, refs, variants, "served")
+    rows = scored(bundle, first, refs, variants)
     result = {
         "bundle": str(bundle),
         "manifest": str(manifest),
