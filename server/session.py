@@ -168,6 +168,8 @@ class _Profile:
     fitted_on: int = 0  # frames the current profile was fitted on (0: none yet)
     fitting_on: int = 0  # frames the fit under way reads
     fitting: asyncio.Future[InputTransforms] | None = None
+    due_at: float = 0.0  # when the fit under way fell due (perf_counter)
+    waits: list[float] = field(default_factory=list)  # due to heard, per profile the model got
     unsent: bool = False  # the runner has not had the latest
     unannounced: bool = False  # nor has the client
     finished: bool = False  # no further fit: the last was due, one failed, or the client's
@@ -314,6 +316,11 @@ class Session:
         self.state = State.CLOSED
 
     @property
+    def profile_waits(self) -> list[float]:
+        """Seconds from each of the stream's profile fits falling due to its being heard."""
+        return list(self._profile.waits)
+
+    @property
     def duration(self) -> float:
         return self.timing.samples / self.options.sample_rate
 
@@ -407,7 +414,7 @@ class Session:
             engine.frame_s(p.fitted_on), engine.frame_s(p.heard)
         ):
             p.fitting = asyncio.ensure_future(engine.fit_profile(np.concatenate(p.frames)))
-            p.fitting_on = p.heard
+            p.fitting_on, p.due_at = p.heard, time.perf_counter()
 
     def _take_profile(self) -> None:
         """A fit that has finished gives the stream its profile, sent with the next chunk.
@@ -425,6 +432,7 @@ class Session:
             return
         self.profile, p.fitted_on = fitting.result(), p.fitting_on
         p.unsent = p.unannounced = True
+        p.waits.append(time.perf_counter() - p.due_at)
         if not self.engine.profiles.due(self.engine.frame_s(p.fitted_on), float("inf")):
             p.finished = True
             p.frames.clear()  # free them

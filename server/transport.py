@@ -104,6 +104,12 @@ def audio_frame(data: bytes, encoding: str) -> F32:
         raise BadAudio(str(e)) from None
 
 
+def observe_profiles(res: Resources, session: Session) -> None:
+    """How long the stream's speaker profiles took to be heard (models/results/speaker.md)."""
+    for wait in session.profile_waits:
+        res.metrics.profile_wait_seconds.observe(wait)
+
+
 def observe_final(res: Resources, session: Session, eos_at: float) -> None:
     """End-of-utterance latency (eos received to final sent) and real-time factor."""
     res.metrics.eou_latency_seconds.observe(time.perf_counter() - eos_at)

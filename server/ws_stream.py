@@ -29,6 +29,7 @@ from server.transport import (
     close_with_error,
     log,
     observe_final,
+    observe_profiles,
     receive,
     resources,
 )
@@ -75,6 +76,7 @@ async def _serve(ws: WebSocket, res: Resources) -> None:
             await ws.close(1000)
             return
     finally:
+        observe_profiles(res, session)
         session.close()
 
 

@@ -50,6 +50,7 @@ from server.transport import (
     close_with_error,
     log,
     observe_final,
+    observe_profiles,
     receive,
     resources,
 )
@@ -88,6 +89,7 @@ async def _serve(ws: WebSocket, res: Resources) -> None:
         await _start(session)
         await _stream(ws, res, session, config, first)
     finally:
+        observe_profiles(res, session)
         session.close()
 
 

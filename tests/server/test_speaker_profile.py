@@ -8,10 +8,12 @@ import asyncio
 import base64
 import dataclasses
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import numpy.typing as npt
 import torch
@@ -144,6 +146,9 @@ def test_a_client_keeps_its_profile_and_a_later_stream_is_heard_through_it_from_
             messages = receive_all(ws)
         profiles = [m for m in messages if m["type"] == "speaker_profile"]
         assert profiles and messages[-1]["type"] == "final"
+        metrics = httpx.get(f"{server.url}/metrics").text
+        waited = re.search(r"^harken_speaker_profile_wait_seconds_count (\S+)$", metrics, re.M)
+        assert waited and float(waited.group(1)) >= len(profiles)  # operators see fits lag
         assert profiles[0]["seconds"] >= 0.4 and profiles[-1]["seconds"] <= 0.8
         token = profiles[-1]["profile"]
         later = _voice(1.5, seed=5)
