@@ -5,7 +5,9 @@ steps; with `stream=true` its transcript comes as server-sent events (server/res
 `model` may name anything, as OpenAI's clients insist on one: `GET /v1/models` lists the
 served bundle's name. Errors use OpenAI's shape, `{"error": {"message", "type", "param",
 "code"}}`. Beyond OpenAI's fields, `adapt_input` (default: the server's `--adapt-files`) hears
-the file through input transforms fitted to it first (`models/input_adaptation.py`).
+the file through input transforms fitted to it first (`models/input_adaptation.py`), and
+`speaker_profile` (a token from a `/v1/stream` that adapted to the speaker: server/profiles.py)
+hears it through that speaker's profile instead.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request, UploadFile
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
+from models.input_adaptation import InputTransforms
 from server.audio import F32, AudioError, decode_file
 from server.errors import (
     BadAudio,
@@ -32,7 +35,7 @@ from server.protocol import RESPONSE_FORMATS, Final, OpenAIError, OpenAIErrorBod
 from server.rest_stream import stream_transcript
 from server.session import transcribe
 from server.subtitles import segments, srt, verbose, vtt
-from server.transport import Resources, authorize, observe_final, resources
+from server.transport import Resources, authorize, client_profile, observe_final, resources
 
 router = APIRouter()
 _MULTIPART_OVERHEAD = 64 * 1024  # form fields and boundaries around the file
@@ -52,18 +55,33 @@ async def transcriptions(
     temperature: Annotated[float | None, Form()] = None,
     stream: Annotated[bool, Form()] = False,
     adapt_input: Annotated[bool | None, Form()] = None,
+    speaker_profile: Annotated[str | None, Form(min_length=1, max_length=16384)] = None,
 ) -> Response:
     res = resources(request)
     authorize(request, res.config.auth_tokens)
     granularities = set(timestamp_granularities or ["segment"])
     _validate(response_format, granularities, language, stream)
-    adapt = res.config.adapt_files if adapt_input is None else adapt_input
+    try:
+        profile = client_profile(res.engine, speaker_profile)
+    except BadConfig as e:
+        return openai_error(e, param="speaker_profile")
+    if profile is not None and adapt_input:
+        both = BadConfig(
+            "speaker_profile and adapt_input=true are two ways to hear a file; send one"
+        )
+        return openai_error(both, param="speaker_profile")
+    # a request's profile wins over the server's default of adapting every file
+    adapt = (
+        False
+        if profile is not None
+        else (res.config.adapt_files if adapt_input is None else adapt_input)
+    )
     data = await _read_upload(file, res.config.max_upload_bytes)
     if stream:
         res.slots.check()
-        return stream_transcript(res, await _decode(res, data), adapt)
+        return stream_transcript(res, await _decode(res, data), adapt, profile)
     with res.slots.hold():
-        final = await _transcribe(res, await _decode(res, data), adapt)
+        final = await _transcribe(res, await _decode(res, data), adapt, profile)
     res.metrics.streams.labels("rest").inc()
     return _respond(final, response_format, granularities)
 
@@ -118,9 +136,11 @@ async def _decode(res: Resources, data: bytes) -> F32:
         raise kind.get(e.code, BadAudio)(str(e)) from None
 
 
-async def _transcribe(res: Resources, audio: F32, adapt_input: bool) -> Final:
+async def _transcribe(
+    res: Resources, audio: F32, adapt_input: bool, profile: InputTransforms | None
+) -> Final:
     began = time.perf_counter()
-    session, final = await transcribe(res.engine, audio, adapt_input)
+    session, final = await transcribe(res.engine, audio, adapt_input, profile)
     observe_final(res, session, began)
     return final
 

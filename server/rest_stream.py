@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
+from models.input_adaptation import InputTransforms
 from server.audio import F32
 from server.errors import SessionError
 from server.protocol import (
@@ -33,23 +34,30 @@ from server.session import Options, Session, Update, check_recording, fit_record
 from server.transport import Resources, log, observe_final
 
 
-def stream_transcript(res: Resources, audio: F32, adapt_input: bool = False) -> StreamingResponse:
+def stream_transcript(
+    res: Resources,
+    audio: F32,
+    adapt_input: bool = False,
+    profile: InputTransforms | None = None,
+) -> StreamingResponse:
     """The events of `audio` (mono float32 at the model's rate; with `adapt_input`, heard
     through transforms fitted to it before the first event); the caller has checked that a
     stream slot is free."""
     check_recording(res.engine, audio)
     return StreamingResponse(
-        _events(res, audio, adapt_input),
+        _events(res, audio, adapt_input, profile),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache"},
     )
 
 
-async def _events(res: Resources, audio: F32, adapt_input: bool) -> AsyncIterator[str]:
+async def _events(
+    res: Resources, audio: F32, adapt_input: bool, profile: InputTransforms | None
+) -> AsyncIterator[str]:
     sent = ""
     try:
         with res.slots.hold():
-            async for update in _updates(res, audio, adapt_input):
+            async for update in _updates(res, audio, adapt_input, profile):
                 if isinstance(update, SpeakerProfile):
                     continue  # a file's session never fits one (no adapt_speaker)
                 text = update.text if isinstance(update, Final) else update.stable
@@ -65,13 +73,15 @@ async def _events(res: Resources, audio: F32, adapt_input: bool) -> AsyncIterato
         yield _sse(OpenAIError(error=body))
 
 
-async def _updates(res: Resources, audio: F32, adapt_input: bool) -> AsyncIterator[Update]:
+async def _updates(
+    res: Resources, audio: F32, adapt_input: bool, profile: InputTransforms | None
+) -> AsyncIterator[Update]:
     """Partials as the file is decoded, in pieces of `max_chunk_frames`, then the final."""
     engine, rate = res.engine, res.engine.features.sample_rate
     began = time.perf_counter()
     transforms = await fit_recording(engine, audio) if adapt_input else None
     options = Options(sample_rate=rate, word_timestamps=False)
-    session = Session(engine, options, transforms=transforms)
+    session = Session(engine, options, transforms=transforms, profile=profile)
     piece = engine.max_chunk_frames * engine.features.hop
     try:
         await session.start()

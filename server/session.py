@@ -524,15 +524,16 @@ def check_recording(engine: Engine, audio: F32) -> None:
 
 
 async def transcribe(
-    engine: Engine, audio: F32, adapt_input: bool = False
+    engine: Engine, audio: F32, adapt_input: bool = False, profile: InputTransforms | None = None
 ) -> tuple[Session, Final]:
     """A whole recording (mono float32 at the model's rate) through a session: the same
     Batch Dispatch as live streams, in steps of up to `max_chunk_frames`; with `adapt_input`,
-    heard through input transforms fitted to it first (`models/input_adaptation.py`)."""
+    heard through input transforms fitted to it first (`models/input_adaptation.py`); with a
+    speaker's `profile` (one or the other), through that."""
     check_recording(engine, audio)
     transforms = await fit_recording(engine, audio) if adapt_input else None
     options = Options(sample_rate=engine.features.sample_rate, partials=False)
-    session = Session(engine, options, transforms=transforms)
+    session = Session(engine, options, transforms=transforms, profile=profile)
     try:
         await session.start()
         await session.feed(audio)

@@ -12,11 +12,20 @@ from fastapi import WebSocket
 from starlette.requests import HTTPConnection
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
+from models.input_adaptation import InputTransforms
 from server.audio import F32, AudioError, decode_pcm
 from server.config import ServerConfig
-from server.errors import BadAudio, BadMessage, IdleTimeout, SessionError, Unauthorized
+from server.errors import (
+    BadAudio,
+    BadConfig,
+    BadMessage,
+    IdleTimeout,
+    SessionError,
+    Unauthorized,
+)
 from server.limits import StreamSlots
 from server.metrics import Metrics
+from server.profiles import ProfileError, decode_profile
 from server.protocol import Error
 from server.session import Engine, Session
 from server.ws_frames import refused
@@ -102,6 +111,19 @@ def audio_frame(data: bytes, encoding: str) -> F32:
         return decode_pcm(data, encoding)
     except AudioError as e:
         raise BadAudio(str(e)) from None
+
+
+def client_profile(engine: Engine, token: str | None) -> InputTransforms | None:
+    """A client's speaker profile token (server/profiles.py), decoded for this server's
+    network; BadConfig with the reason when it cannot apply."""
+    if token is None:
+        return None
+    if engine.fit_profile is None:
+        raise BadConfig("speaker_profile: this server cannot adapt to speakers")
+    try:
+        return decode_profile(token, engine.network, engine.candidates, engine.features.n_bins)
+    except ProfileError as e:
+        raise BadConfig(f"speaker_profile: {e}") from None
 
 
 def observe_profiles(res: Resources, session: Session) -> None:

@@ -17,15 +17,14 @@ import time
 from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect
 
-from models.input_adaptation import InputTransforms
 from server.errors import BadConfig, BadMessage, OutOfOrder, SessionError
-from server.profiles import ProfileError, decode_profile
 from server.protocol import ProtocolError, StreamConfig, parse_control, parse_stream_config
 from server.session import Options, Session
 from server.transport import (
     Resources,
     audio_frame,
     authorize,
+    client_profile,
     close_with_error,
     log,
     observe_final,
@@ -58,7 +57,9 @@ async def stream(ws: WebSocket) -> None:
 async def _serve(ws: WebSocket, res: Resources) -> None:
     config = await _first_config(ws, res)
     session = Session(
-        res.engine, _options(config, res.config.adapt_speakers), profile=_profile(config, res)
+        res.engine,
+        _options(config, res.config.adapt_speakers),
+        profile=client_profile(res.engine, config.speaker_profile),
     )
     try:
         await session.start()
@@ -120,18 +121,3 @@ def _options(config: StreamConfig, adapt_speakers: bool) -> Options:
         # only to a client that asked: a client that did not may not know the message
         send_profile=config.adapt_speaker is True,
     )
-
-
-def _profile(config: StreamConfig, res: Resources) -> InputTransforms | None:
-    """The client's own profile token, decoded for this server's network."""
-    if config.speaker_profile is None:
-        return None
-    engine = res.engine
-    if engine.fit_profile is None:
-        raise BadConfig("speaker_profile: this server cannot adapt to speakers")
-    try:
-        return decode_profile(
-            config.speaker_profile, engine.network, engine.candidates, engine.features.n_bins
-        )
-    except ProfileError as e:
-        raise BadConfig(f"speaker_profile: {e}") from None

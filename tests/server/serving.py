@@ -26,7 +26,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from models.bundle import load_bundle
 from models.features import featurize
-from models.input_adaptation import fit_transforms
+from models.input_adaptation import InputTransforms, fit_transforms
 from models.warp import adapted_forward
 from server.app import create_app
 from server.config import ServerConfig
@@ -95,15 +95,18 @@ def pcm16(audio: F32) -> bytes:
     return (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
 
 
-def reference_text(bundle: Path, audio16k: F32, adapt_input: bool = False) -> str:
+def reference_text(
+    bundle: Path, audio16k: F32, adapt_input: bool = False, profile: InputTransforms | None = None
+) -> str:
     """Whole-utterance forward (with the bundle's speaker adaptation, and with `adapt_input`
-    input transforms fitted to it), then the bundle's decoder: what any chunking must
-    reproduce."""
+    input transforms fitted to it, or heard through a speaker's `profile`), then the bundle's
+    decoder: what any chunking must reproduce."""
     model = load_bundle(bundle)
     feats = featurize(audio16k, model.config.features)
     fitted = [fit_transforms(model, feats, model.config.warp_factors)] if adapt_input else None
     x, n = torch.from_numpy(feats)[None], torch.tensor([len(feats)])
-    log_probs, n = adapted_forward(model, x, n, fitted)
+    profiles = [profile] if profile is not None else None
+    log_probs, n = adapted_forward(model, x, n, fitted, profiles)
     stream = build_decoder(bundle, model.config).start()
     stream.advance(log_probs[0, : int(n[0])].numpy())
     return stream.finalize()[0].text

@@ -12,7 +12,11 @@ import openai
 import pytest
 import soundfile
 
+from models.bundle import load_bundle
+from models.features import featurize
+from models.input_adaptation import ProfileSchedule, fit_transforms
 from server.config import ServerConfig
+from server.profiles import encode_profile, network_digest
 from tests.server.serving import AUDIO_PCM, Running, make_audio, pcm16, reference_text, running
 
 
@@ -107,6 +111,45 @@ def test_unknown_paths_wrong_methods_and_bad_fields_use_openai_errors(server: Ru
     )
     assert openai_shape(bad, 400)["param"] == "stream"
     assert httpx.get(f"{server.url}/nope").json() == {"detail": "Not Found"}  # not an API path
+
+
+def test_a_speaker_profile_hears_a_file_through_it(server: Running, tiny_bundle: Path) -> None:
+    """A token from a stream that adapted to the speaker (server/profiles.py) is heard
+    through by a file too; with adapt_input=true, or not for this model, it is refused."""
+    pcm = pcm16(make_audio(1.5, seed=4))
+    buf = io.BytesIO()
+    soundfile.write(buf, np.frombuffer(pcm, "<i2"), 16000, format="WAV", subtype="PCM_16")
+    wav = buf.getvalue()
+    quantised = np.frombuffer(pcm, "<i2").astype(np.float32) / 32768
+    model = load_bundle(tiny_bundle)
+    earlier = featurize(make_audio(2.0, seed=7), model.config.features)  # the speaker before
+    profile = fit_transforms(model, earlier, (), ProfileSchedule().fit)
+    token = encode_profile(profile, network_digest(tiny_bundle / "model.safetensors"))
+    heard = reference_text(tiny_bundle, quantised, profile=profile)
+    assert heard != reference_text(tiny_bundle, quantised)  # the test can tell
+    api = client(server)
+    result = api.audio.transcriptions.create(
+        model="harken", file=("a.wav", wav), extra_body={"speaker_profile": token}
+    )
+    assert result.text == heard
+    events = list(
+        api.audio.transcriptions.create(
+            model="harken", file=("a.wav", wav), stream=True, extra_body={"speaker_profile": token}
+        )
+    )
+    assert events[-1].type == "transcript.text.done" and events[-1].text == heard
+    for data, words in (
+        ({"speaker_profile": token, "adapt_input": "true"}, "send one"),
+        ({"speaker_profile": token[:-12]}, "cut short"),
+        ({"speaker_profile": encode_profile(profile, bytes(8))}, "another model"),
+    ):
+        bad = httpx.post(
+            f"{server.url}/v1/audio/transcriptions",
+            files={"file": ("a.wav", wav)},
+            data={"model": "x", **data},
+        )
+        error = openai_shape(bad, 400)
+        assert error["param"] == "speaker_profile" and words in str(error["message"]), error
 
 
 def test_adapt_input_hears_a_file_through_transforms_fitted_to_it(
