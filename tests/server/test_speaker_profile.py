@@ -200,3 +200,33 @@ def test_a_profile_token_that_cannot_apply_is_refused_with_the_reason(
             error = receive_all(ws)[-1]
             assert (error["type"], error["code"]) == ("error", "bad_config"), error
             assert "speaker_profile" in error["message"] and words in error["message"], error
+
+
+def test_a_server_that_adapts_every_stream_adapts_vosk_and_silent_clients_too(
+    warped_bundle: Path,
+) -> None:
+    """`--adapt-speakers true`: streams whose clients say nothing of it adapt (their fits show
+    in /metrics), and a client that did not ask is sent no profile message it may not know."""
+    config = dataclasses.replace(_config(warped_bundle), adapt_speakers=True)
+    audio = pcm16(_voice(3.0))
+    with running(config) as server:
+        with connect(f"{server.ws}/vosk") as ws:
+            ws.send('{ "config" : { "sample_rate" : 16000 } }')
+            for i in range(0, len(audio), 3200):
+                ws.send(audio[i : i + 3200])
+                json.loads(ws.recv())  # each frame answered, as Vosk does
+                time.sleep(0.03)
+            ws.send('{"eof" : 1}')
+            assert "text" in json.loads(ws.recv())
+        with connect(f"{server.ws}/v1/stream") as ws:
+            ws.send(json.dumps({"type": "config", "sample_rate": RATE}))
+            for i in range(0, len(audio), 3200):
+                ws.send(audio[i : i + 3200])
+                time.sleep(0.03)
+            ws.send(json.dumps({"type": "eos"}))
+            messages = receive_all(ws)
+        metrics = httpx.get(f"{server.url}/metrics").text
+    assert messages[-1]["type"] == "final"
+    assert all(m["type"] in ("partial", "final") for m in messages)
+    waited = re.search(r"^harken_speaker_profile_wait_seconds_count (\S+)$", metrics, re.M)
+    assert waited and float(waited.group(1)) >= 2  # each stream fitted at least once
