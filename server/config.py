@@ -79,9 +79,9 @@ class ServerConfig:
     adapt_rate: float = 0.05
     # live streams (/v1/stream) fit a profile of their speaker from their own audio and hear
     # the rest through it, unless a stream's config says otherwise (`adapt_speaker`): TTS dev
-    # 1.3-1.9 points of WER better once it is fitted (models/results/speaker.md), for a fit on
-    # a second thread at 15, 30 and 60 s of the stream (each about 0.4 of the audio it reads
-    # in one core's compute)
+    # 1.3-1.9 points of WER better once it is fitted (models/results/speaker.md), for fits on
+    # a second thread at 15, 30 and 60 s of the stream (22 s of one core in all, models/default
+    # on a 2-core Zen 5); with many new speakers a minute they queue and add latency
     adapt_speakers: bool = False
     profile_first_s: float = 15.0  # the stream's audio its first profile is fitted on
     profile_max_s: float = 60.0  # ... its last (refitted each time the audio has doubled)

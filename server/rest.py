@@ -63,13 +63,13 @@ async def transcriptions(
     _validate(response_format, granularities, language, stream)
     try:
         profile = client_profile(res.engine, speaker_profile)
+        if profile is not None and adapt_input:
+            raise BadConfig(
+                "speaker_profile and adapt_input=true are two ways to hear a file; send one"
+            )
     except BadConfig as e:
+        res.metrics.errors.labels(e.code).inc()
         return openai_error(e, param="speaker_profile")
-    if profile is not None and adapt_input:
-        both = BadConfig(
-            "speaker_profile and adapt_input=true are two ways to hear a file; send one"
-        )
-        return openai_error(both, param="speaker_profile")
     # a request's profile wins over the server's default of adapting every file
     adapt = (
         False
