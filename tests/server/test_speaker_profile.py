@@ -230,3 +230,32 @@ def test_a_server_that_adapts_every_stream_adapts_vosk_and_silent_clients_too(
     assert all(m["type"] in ("partial", "final") for m in messages)
     waited = re.search(r"^harken_speaker_profile_wait_seconds_count (\S+)$", metrics, re.M)
     assert waited and float(waited.group(1)) >= 2  # each stream fitted at least once
+
+
+def test_after_a_reset_the_next_utterance_is_heard_through_the_profile_from_its_start(
+    warped_bundle: Path,
+) -> None:
+    """Vosk's reset ends the utterance and starts a new model stream: the speaker is the
+    same, so the new stream's first chunk carries the profile the session has."""
+
+    async def run() -> tuple[list[Chunk], list[Chunk]]:
+        async with running_engine(_config(warped_bundle)) as engine:
+            sent = _spy(engine)
+            session = Session(engine, Options(sample_rate=RATE, adapt_speaker=True))
+            await session.start()
+            try:
+                audio = _voice(1.5)
+                for i in range(0, len(audio), RATE // 10):
+                    await session.feed(audio[i : i + RATE // 10])
+                    await asyncio.sleep(0.03)
+                before = session.stream
+                await session.reset()
+                await session.feed(_voice(0.5, seed=5))
+                await session.finish()
+                return sent[before], sent[session.stream]
+            finally:
+                session.close()
+
+    first, second = asyncio.run(run())
+    assert any(c.profile is not None for c in first)  # fitted during the first utterance
+    assert second[0].profile is not None  # and sent again with the next stream's first chunk
