@@ -108,8 +108,6 @@ def _protocol_error(e: ProtocolError) -> SessionError:
 def _options(config: StreamConfig, adapt_speakers: bool) -> Options:
     """The session's options: the client's, the server's defaults where it left them out."""
     adapt = adapt_speakers if config.adapt_speaker is None else config.adapt_speaker
-    if config.speaker_profile is not None:
-        adapt = True
     return Options(
         sample_rate=config.sample_rate,
         partials=config.partials,

@@ -17,7 +17,7 @@ import httpx
 import numpy as np
 import numpy.typing as npt
 import torch
-from websockets.sync.client import connect
+from websockets.sync.client import ClientConnection, connect
 
 from models.ensemble import load_networks
 from models.features import featurize
@@ -66,6 +66,16 @@ def _spy(engine: Engine) -> dict[int, list[Chunk]]:
 
     engine.dispatcher.submit = recording  # type: ignore[method-assign,assignment]
     return sent
+
+
+def _send_live(ws: ClientConnection, audio: bytes, answered: bool = False) -> None:
+    """Audio in 100 ms frames, a little faster than real time, so fits finish between them
+    (`answered`: read the reply each frame gets, as a Vosk client does)."""
+    for i in range(0, len(audio), 3200):
+        ws.send(audio[i : i + 3200])
+        if answered:
+            ws.recv()
+        time.sleep(0.03)
 
 
 async def _stream(engine: Engine, audio: F32, adapt: bool) -> tuple[int, str]:
@@ -139,9 +149,7 @@ def test_a_client_keeps_its_profile_and_a_later_stream_is_heard_through_it_from_
     with running(config) as server:
         with connect(f"{server.ws}/v1/stream") as ws:
             ws.send(json.dumps({"type": "config", "sample_rate": RATE, "adapt_speaker": True}))
-            for i in range(0, len(audio), 3200):
-                ws.send(audio[i : i + 3200])
-                time.sleep(0.03)
+            _send_live(ws, audio)
             ws.send(json.dumps({"type": "eos"}))
             messages = receive_all(ws)
         profiles = [m for m in messages if m["type"] == "speaker_profile"]
@@ -212,17 +220,12 @@ def test_a_server_that_adapts_every_stream_adapts_vosk_and_silent_clients_too(
     with running(config) as server:
         with connect(f"{server.ws}/vosk") as ws:
             ws.send('{ "config" : { "sample_rate" : 16000 } }')
-            for i in range(0, len(audio), 3200):
-                ws.send(audio[i : i + 3200])
-                json.loads(ws.recv())  # each frame answered, as Vosk does
-                time.sleep(0.03)
+            _send_live(ws, audio, answered=True)
             ws.send('{"eof" : 1}')
             assert "text" in json.loads(ws.recv())
         with connect(f"{server.ws}/v1/stream") as ws:
             ws.send(json.dumps({"type": "config", "sample_rate": RATE}))
-            for i in range(0, len(audio), 3200):
-                ws.send(audio[i : i + 3200])
-                time.sleep(0.03)
+            _send_live(ws, audio)
             ws.send(json.dumps({"type": "eos"}))
             messages = receive_all(ws)
         metrics = httpx.get(f"{server.url}/metrics").text
