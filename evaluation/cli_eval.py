@@ -141,7 +141,7 @@ def speaker_profiles(
         seconds = sum(len(f) for f in frames) * hop_s
         if schedule.due(fitted_on.get(voice, 0.0), seconds):
             read = np.concatenate(frames)[: int(schedule.max_s / hop_s)]
-            current[voice] = adapter.fit(read, schedule.fit)
+            current[voice] = adapter.fit(read, schedule.config(first=voice not in current))
             fitted_on[voice] = len(read) * hop_s
     return out
 

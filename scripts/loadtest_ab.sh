@@ -24,6 +24,7 @@ done
 .venv/bin/harken loadtest --url "ws://127.0.0.1:$port" --manifest "${MANIFEST:-data/corpus/test.jsonl}" \
   --streams "$streams" --seconds "$seconds" --progress-s 0 ${SEED:+--seed "$SEED"} \
   ${MAX_UTTERANCE_S:+--max-utterance-s "$MAX_UTTERANCE_S"} --out "$out/$name" > /dev/null 2>&1 || true
+curl -sf "localhost:$port/metrics" > "$out/$name.metrics" || true  # the server's own counts
 .venv/bin/python - "$out/$name" "$name" <<'PY'
 import json, sys
 from pathlib import Path

@@ -80,7 +80,7 @@ class ServerConfig:
     # live streams (/v1/stream) fit a profile of their speaker from their own audio and hear
     # the rest through it, unless a stream's config says otherwise (`adapt_speaker`): TTS dev
     # 1.3-1.9 points of WER better once it is fitted (models/results/speaker.md), for fits on
-    # a second thread at 15, 30 and 60 s of the stream (22 s of one core in all, models/default
+    # a second thread at 15, 30 and 60 s of the stream (24 s of one core in all, models/default
     # on a 2-core Zen 5); with many new speakers a minute they queue and add latency
     adapt_speakers: bool = False
     profile_first_s: float = 15.0  # the stream's audio its first profile is fitted on

@@ -7,7 +7,6 @@ very same path from audio to text.
 from __future__ import annotations
 
 import asyncio
-import functools
 import gc
 import logging
 from collections.abc import AsyncIterator
@@ -107,7 +106,7 @@ async def running_engine(
             model_states=lambda: runner.streams,
             step_shapes=lambda: runner.shapes,
             fit_input=runner.fit_input,
-            fit_profile=functools.partial(runner.fit_input, config=config.profiles.fit),
+            fit_profile=runner.fit_input,
             profiles=config.profiles,
             network=network,
             candidates=max(len(model.warp_factors), 1),

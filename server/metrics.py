@@ -63,11 +63,13 @@ class Metrics:
             "harken_failed_batches", "model steps that raised", registry=reg
         )
         self.streams = Counter("harken_streams", "streams finished", ["endpoint"], registry=reg)
-        # a fit is due at 15, 30 and 60 s of a stream that adapts to its speaker; when this
-        # grows past tens of seconds, the fit thread is not keeping up (models/results/speaker.md)
+        # a fit is due at 15, 30 and 60 s of a stream that adapts to its speaker; when the
+        # first fits' waits grow past tens of seconds, the fit thread is not keeping up with
+        # new speakers (refits wait for it to be free: server/session.py's ProfileFits)
         self.profile_wait_seconds = Histogram(
             "harken_speaker_profile_wait_seconds",
             "a speaker profile's fit falling due to the stream being heard through it",
+            ["fit"],  # "first" (a stream's first profile) or "refit"
             buckets=(0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0),
             registry=reg,
         )

@@ -128,8 +128,8 @@ def client_profile(engine: Engine, token: str | None) -> InputTransforms | None:
 
 def observe_profiles(res: Resources, session: Session) -> None:
     """How long the stream's speaker profiles took to be heard (models/results/speaker.md)."""
-    for wait in session.profile_waits:
-        res.metrics.profile_wait_seconds.observe(wait)
+    for i, wait in enumerate(session.profile_waits):
+        res.metrics.profile_wait_seconds.labels(fit="refit" if i else "first").observe(wait)
 
 
 def observe_final(res: Resources, session: Session, eos_at: float) -> None:

@@ -4,6 +4,7 @@ add up, and batched forward passes that equal one utterance at a time."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 import sys
@@ -21,7 +22,7 @@ from evaluation.tune_warp import write_warp
 from models.bundle import load_bundle
 from models.ensemble import load_networks
 from models.features import featurize
-from models.input_adaptation import InputAdapter, ProfileSchedule, fit_transforms
+from models.input_adaptation import AdaptConfig, InputAdapter, ProfileSchedule, fit_transforms
 from models.manifest import Utterance, read_manifest, write_manifest
 from tests.decoder.conftest import WORD_BIGRAMS, WORDS, write_arpa
 from training.data import load_audio
@@ -144,17 +145,20 @@ def test_adapt_speaker_hears_each_voice_as_one_stream_that_fits_its_profile(
     utts = read_manifest(make_manifest(tmp_path))  # voices alternate; 0.3, 0.6, ... 1.5 s
     model = load_networks(warped_bundle)
     adapter = InputAdapter(lambda: load_bundle(warped_bundle), model.config.warp_factors)
-    schedule = ProfileSchedule.of(0.5, 1.0)
+    # fitted in pieces of a quarter second, but a voice's first profile as one sequence
+    schedule = ProfileSchedule(0.5, 1.0, AdaptConfig(max_seconds=1.0, piece_seconds=0.25))
     profiles = cli_eval.speaker_profiles(model, utts, adapter, schedule)
     feats = [featurize(load_audio(str(u.audio)), model.config.features) for u in utts]
     # espeak (u0, u2, u4): too little before u2; fitted on its first second after it.
     # flite (u1, u3): fitted on u1 (0.6 s) after it, then on its first second after u3.
     assert [p is None for p in profiles] == [True, True, True, False, False]
     first_s = int(1.0 * 1000 / model.config.features.hop_ms)
+    whole = dataclasses.replace(schedule.fit, piece_seconds=0.0)
     want = {
-        3: adapter.fit(feats[1], schedule.fit),
-        4: adapter.fit(np.concatenate([feats[0], feats[2]])[:first_s], schedule.fit),
+        3: adapter.fit(feats[1], whole),
+        4: adapter.fit(np.concatenate([feats[0], feats[2]])[:first_s], whole),
     }
+    assert not np.allclose(adapter.fit(feats[1], schedule.fit).gain, want[3].gain)
     for i, fitted in want.items():
         got = profiles[i]
         assert got is not None

@@ -21,7 +21,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from models.ensemble import load_networks
 from models.features import featurize
-from models.input_adaptation import InputTransforms
+from models.input_adaptation import AdaptConfig, InputTransforms
 from models.metrics import greedy_decode
 from server.config import ServerConfig
 from server.engine import running_engine
@@ -68,6 +68,12 @@ def _spy(engine: Engine) -> dict[int, list[Chunk]]:
     return sent
 
 
+def _fits_waited(metrics: str) -> dict[str, float]:
+    """/metrics' count of profile fits heard, by kind ("first" or "refit")."""
+    pattern = r'^harken_speaker_profile_wait_seconds_count\{fit="(\w+)"\} (\S+)$'
+    return {kind: float(n) for kind, n in re.findall(pattern, metrics, re.M)}
+
+
 def _send_live(ws: ClientConnection, audio: bytes, answered: bool = False) -> None:
     """Audio in 100 ms frames, a little faster than real time, so fits finish between them
     (`answered`: read the reply each frame gets, as a Vosk client does)."""
@@ -106,7 +112,10 @@ def test_a_stream_fits_its_speaker_profile_as_it_goes_and_hears_the_rest_through
             steps = np.cumsum([len(c.feats) for c in sent[adapted]])
             first = int(steps[np.argmax(steps >= 40)])  # 0.4 s of 10 ms frames, in whole steps
             assert engine.fit_profile is not None
-            want = [await engine.fit_profile(frames[:n]) for n in (first, 80)]
+            fit = engine.fit_profile
+            want = [
+                await fit(frames[:n], engine.profiles.config(first=n == first)) for n in (first, 80)
+            ]
             return sent[adapted], sent[plain], want, first, text, alone
 
     adapted, plain, want, first, text, alone = asyncio.run(run())
@@ -120,6 +129,40 @@ def test_a_stream_fits_its_speaker_profile_as_it_goes_and_hears_the_rest_through
     assert not np.allclose(want[0].gain, want[1].gain)  # the second read more of the voice
     assert all(c.profile is None and c.transforms is None for c in plain)
     assert text == alone  # the stream beside it heard as if alone
+
+
+def test_new_speakers_fit_first_and_refits_wait_until_no_fit_is_under_way(
+    warped_bundle: Path,
+) -> None:
+    """On a busy fit thread a stream's first profile does not queue behind others' refits."""
+
+    async def run() -> tuple[list[tuple[int, float, float]], dict[int, list[Chunk]]]:
+        async with running_engine(_config(warped_bundle)) as engine:
+            fit, calls = engine.fit_profile, []
+            assert fit is not None
+
+            async def slow(frames: F32, config: AdaptConfig) -> InputTransforms:
+                began = time.perf_counter()
+                await asyncio.sleep(0.3)  # a fit thread with more to do than this fit
+                fitted = await fit(frames, config)
+                calls.append((len(frames), began, time.perf_counter()))
+                return fitted
+
+            engine.fit_profile = slow
+            sent = _spy(engine)
+            await asyncio.gather(*(_stream(engine, _voice(6.0, seed=s), True) for s in (1, 2)))
+            return calls, sent
+
+    calls, sent = asyncio.run(run())
+    firsts = sorted((b, e) for n, b, e in calls if n < 80)
+    refits = [(b, e) for n, b, e in calls if n >= 80]
+    assert len(firsts) == 2 and firsts[1][0] < firsts[0][1]  # the second did not wait
+    assert len(refits) == 2
+    for began, ended in refits:  # each waited until it was the only fit under way
+        others = [(b, e) for _, b, e in calls if (b, e) != (began, ended)]
+        assert all(e <= began or b >= ended for b, e in others)
+    for chunks in sent.values():  # and each stream was still heard through both
+        assert sum(c.profile is not None for c in chunks) == 2
 
 
 def test_a_stream_that_goes_away_mid_fit_loses_nothing_else(warped_bundle: Path) -> None:
@@ -155,8 +198,8 @@ def test_a_client_keeps_its_profile_and_a_later_stream_is_heard_through_it_from_
         profiles = [m for m in messages if m["type"] == "speaker_profile"]
         assert profiles and messages[-1]["type"] == "final"
         metrics = httpx.get(f"{server.url}/metrics").text
-        waited = re.search(r"^harken_speaker_profile_wait_seconds_count (\S+)$", metrics, re.M)
-        assert waited and float(waited.group(1)) >= len(profiles)  # operators see fits lag
+        waited = _fits_waited(metrics)  # operators see fits lag, new speakers' on their own
+        assert waited["first"] == 1 and sum(waited.values()) >= len(profiles)
         assert profiles[0]["seconds"] >= 0.4 and profiles[-1]["seconds"] <= 0.8
         token = profiles[-1]["profile"]
         later = _voice(1.5, seed=5)
@@ -231,8 +274,7 @@ def test_a_server_that_adapts_every_stream_adapts_vosk_and_silent_clients_too(
         metrics = httpx.get(f"{server.url}/metrics").text
     assert messages[-1]["type"] == "final"
     assert all(m["type"] in ("partial", "final") for m in messages)
-    waited = re.search(r"^harken_speaker_profile_wait_seconds_count (\S+)$", metrics, re.M)
-    assert waited and float(waited.group(1)) >= 2  # each stream fitted at least once
+    assert _fits_waited(metrics)["first"] == 2  # each stream fitted at least once
 
 
 def test_after_a_reset_the_next_utterance_is_heard_through_the_profile_from_its_start(
