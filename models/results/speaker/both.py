@@ -11,7 +11,6 @@ through a profile of its own, fitted the same way on the same audio).
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ import torch
 from models.input_adaptation import InputTransforms, ProfileSchedule, fit_transforms
 from models.mixing import mix_numpy
 from models.results.adapt.probe import F32
-from models.results.speaker.probe import by_voice, features, frozen_first, scored
+from models.results.speaker.probe import by_voice, features, frozen_first, report, scored
 from models.warp import adapted_forward
 
 ENROL = 16
@@ -62,8 +61,7 @@ def main() -> None:
             refs.append(u.text)
     print(f"{len(refs)} utterances scored, {time.time() - t0:.0f} s", flush=True)
     rows = scored(bundle, first, refs, variants)
-    result = {"bundle": str(bundle), "manifest": str(manifest), "enrol_utterances": enrol}
-    dest.write_text(json.dumps({**result, "scored_utterances": len(refs), "rows": rows}, indent=1))
+    report(dest, bundle, manifest, refs, rows, enrol_utterances=enrol)
 
 
 if __name__ == "__main__":

@@ -88,6 +88,16 @@ def scored(
     return score_variants(decoder, cfg.alphabet, refs, variants, "served")
 
 
+def report(
+    dest: Path, bundle: Path, manifest: Path, refs: list[str], rows: object, **fields: object
+) -> None:
+    """A probe's result file: what it read, its own settings (`fields`), and its rows."""
+    head = {"bundle": str(bundle), "manifest": str(manifest), **fields}
+    dest.write_text(
+        json.dumps({**head, "scored_utterances": len(refs), "rows": rows}, indent=1) + "\n"
+    )
+
+
 def adabn(model: DS2, enrol: list[torch.Tensor], share: float) -> DS2:
     """A copy of unfolded `model` whose BatchNorms normalise with the statistics of the
     enrolment frames (`share` of them, the rest the training data's), measured layer after
@@ -173,19 +183,8 @@ def main() -> None:
             refs.append(u.text)
     print(f"{len(refs)} utterances scored, {time.time() - t0:.0f} s", flush=True)
     rows = scored(bundle, first, refs, variants)
-    result = {
-        "bundle": str(bundle),
-        "manifest": str(manifest),
-        "enrol_utterances": enrol_n,
-        "profile": {
-            "steps": PROFILE.steps,
-            "rate": PROFILE.rate,
-            "max_seconds": PROFILE.max_seconds,
-        },
-        "scored_utterances": len(refs),
-        "rows": rows,
-    }
-    dest.write_text(json.dumps(result, indent=1) + "\n")
+    fit = {"steps": PROFILE.steps, "rate": PROFILE.rate, "max_seconds": PROFILE.max_seconds}
+    report(dest, bundle, manifest, refs, rows, enrol_utterances=enrol_n, profile=fit)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ version: the "in" fits only, as 10 and 30 pseudo-label steps and 30 oracle steps
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import dataclass
@@ -44,7 +43,15 @@ from models.ensemble import Networks
 from models.input_adaptation import InputTransforms, _Adam, fit_transforms
 from models.mixing import mix, mix_numpy
 from models.results.adapt.probe import F32, others_served
-from models.results.speaker.probe import PROFILE, by_voice, features, frozen_first, out, scored
+from models.results.speaker.probe import (
+    PROFILE,
+    by_voice,
+    features,
+    frozen_first,
+    out,
+    report,
+    scored,
+)
 from models.warp import warp_features
 from training.data import encode
 
@@ -227,19 +234,21 @@ def main() -> None:
     print(f"{len(refs)} utterances scored, {time.time() - t0:.0f} s", flush=True)
 
     rows = scored(bundle, first, refs, variants)
-    result = {
-        "bundle": str(bundle),
-        "manifest": str(manifest),
-        "enrol_utterances": enrol_n,
-        "pseudo_label_wer": wer(pseudo_wer).rate,
-        "fits": {
-            n: {"labels": s, "steps": st, "rate": r, "fitted": list(k)}
-            for n, (s, st, r, k) in FITS.items()
-        },
-        "scored_utterances": len(refs),
-        "rows": rows,
+    fits = {
+        n: {"labels": s, "steps": st, "rate": r, "fitted": list(k)}
+        for n, (s, st, r, k) in FITS.items()
     }
-    dest.write_text(json.dumps(result, indent=1) + "\n")
+    labels = wer(pseudo_wer).rate
+    report(
+        dest,
+        bundle,
+        manifest,
+        refs,
+        rows,
+        enrol_utterances=enrol_n,
+        pseudo_label_wer=labels,
+        fits=fits,
+    )
 
 
 if __name__ == "__main__":

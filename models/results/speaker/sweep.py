@@ -15,7 +15,6 @@ how cheap a stream's first fit (K = 4) can be.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ import torch
 from models.input_adaptation import AdaptConfig, InputTransforms, fit_transforms
 from models.mixing import mix_numpy
 from models.results.adapt.probe import F32, others_served
-from models.results.speaker.probe import by_voice, features, frozen_first, out, scored
+from models.results.speaker.probe import by_voice, features, frozen_first, out, report, scored
 from models.warp import warp_features
 
 ENROL = (4, 8, 16, 32)
@@ -79,16 +78,8 @@ def main() -> None:
             refs.append(u.text)
     print(f"{len(refs)} utterances scored, {time.time() - t0:.0f} s", flush=True)
     rows = scored(bundle, first, refs, variants)
-    result = {
-        "bundle": str(bundle),
-        "manifest": str(manifest),
-        "rate": RATE,
-        "max_seconds": MAX_SECONDS,
-        "scored_utterances": len(refs),
-        "fit_seconds_two_threads": seconds,
-        "rows": rows,
-    }
-    dest.write_text(json.dumps(result, indent=1) + "\n")
+    fits = {"rate": RATE, "max_seconds": MAX_SECONDS, "fit_seconds_two_threads": seconds}
+    report(dest, bundle, manifest, refs, rows, **fits)
 
 
 if __name__ == "__main__":

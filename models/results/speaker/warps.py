@@ -28,11 +28,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from decoder.alphabet import Alphabet
+from decoder.loading import load_decoder
+from decoder.metrics import wer
 from evaluation.variants import beam_texts
 from models.input_adaptation import AdaptConfig, fit_transforms, speech_entropy
 from models.mixing import mix_numpy
 from models.results.adapt.probe import F32, others_served
-from models.results.speaker.probe import by_voice, features, frozen_first, out, scored
+from models.results.speaker.probe import by_voice, features, frozen_first, out, report, scored
 from models.warp import warp_features
 
 WARPS = (0.7, 0.8, 0.9, 1.0, 1.1)
@@ -94,9 +97,6 @@ def main() -> None:
     print(f"{len(refs)} utterances scored, {time.time() - t0:.0f} s", flush=True)
     rows = scored(bundle, first, refs, variants)
     # the oracle: per voice, the single warp with the fewest beam errors on its later utterances
-    from decoder.alphabet import Alphabet
-    from decoder.loading import load_decoder
-    from decoder.metrics import wer
 
     decoder = load_decoder(
         bundle, Alphabet.from_list(first.config.alphabet), first.config.frame_seconds
@@ -108,17 +108,8 @@ def main() -> None:
             pairs = [(r, h) for r, h, w in zip(refs, hyps, voices, strict=True) if w == v]
             per_voice.setdefault(str(v), {})[name] = wer(pairs).rate
     print(json.dumps(per_voice, indent=1), flush=True)
-    result = {
-        "bundle": str(bundle),
-        "manifest": str(manifest),
-        "enrol_utterances": enrol_n,
-        "warps": WARPS,
-        "picks": picks,
-        "scored_utterances": len(refs),
-        "rows": rows,
-        "per_voice_beam_wer": per_voice,
-    }
-    dest.write_text(json.dumps(result, indent=1) + "\n")
+    fields = {"enrol_utterances": enrol_n, "warps": WARPS, "picks": picks}
+    report(dest, bundle, manifest, refs, rows, **fields, per_voice_beam_wer=per_voice)
 
 
 if __name__ == "__main__":
