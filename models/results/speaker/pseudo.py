@@ -139,14 +139,11 @@ def fit_ctc(
     batch = torch.nn.utils.rnn.pad_sequence(enrol, batch_first=True)
     copies = [warp_features(batch, a, cfg) for a in factors]
     out_lengths = first.output_lengths(lengths)
-    with torch.no_grad():
-        others = [
-            torch.nn.utils.rnn.pad_sequence(
-                [torch.from_numpy(others_served(nets, e[None])[0]) for e in enrol],
-                batch_first=True,
-            )
-            for _ in nets.models[1:]
-        ]
+    heard = [others_served(nets, e[None]) for e in enrol]  # per utterance, per other network
+    others = [
+        torch.nn.utils.rnn.pad_sequence([torch.from_numpy(h[m]) for h in heard], batch_first=True)
+        for m in range(len(nets.models) - 1)
+    ]
     labels = [torch.tensor(encode(t)) for t in texts]
     keep = [i for i, lab in enumerate(labels) if 0 < len(lab) <= int(out_lengths[i])]
     targets = torch.cat([labels[i] for i in keep])
