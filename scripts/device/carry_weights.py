@@ -5,7 +5,11 @@ go as int8 with one fp32 scale per output row, everything else as fp16. That is 
 initial weights that training moves on from at once: a step-600 model scored the same dev
 greedy CER (57.84%) before and after the round trip.
 
+Trained weights come back as fp16 (`half` there, `full` here): a 3 x GRU 768 bundle is 42 MB in
+fp32, and the last and best bundles together would not fit the 64 MiB that comes back.
+
 Usage: carry_weights.py pack BUNDLE DIR | carry_weights.py unpack DIR BUNDLE
+       carry_weights.py half BUNDLE DIR | carry_weights.py full DIR BUNDLE
 """
 
 from __future__ import annotations
@@ -52,13 +56,31 @@ def unpack(packed: Path, bundle: Path) -> None:
     save_file(tensors, bundle / "model.safetensors")
 
 
+HALF = "model.fp16.safetensors"
+
+
+def half(bundle: Path, out: Path) -> None:
+    tensors = load_file(bundle / "model.safetensors")
+    kinds = {n: str(t.dtype).removeprefix("torch.") for n, t in tensors.items()}
+    small = {n: t.half() if t.dtype == torch.float32 else t for n, t in tensors.items()}
+    save_file(small, out / HALF, metadata={"kinds": json.dumps(kinds)})
+
+
+def full(packed: Path, bundle: Path) -> None:
+    with safe_open(str(packed / HALF), "pt") as f:
+        kinds: dict[str, str] = json.loads(f.metadata()["kinds"])
+    stored = load_file(packed / HALF)
+    tensors = {n: stored[n].to(getattr(torch, k)).contiguous() for n, k in kinds.items()}
+    save_file(tensors, bundle / "model.safetensors")
+
+
 def main() -> None:
     command, src, dst = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
     dst.mkdir(parents=True, exist_ok=True)
     for f in ("config.json", "CARD.md"):
         if (src / f).exists():
             shutil.copy(src / f, dst / f)
-    {"pack": pack, "unpack": unpack}[command](src, dst)
+    {"pack": pack, "unpack": unpack, "half": half, "full": full}[command](src, dst)
 
 
 if __name__ == "__main__":

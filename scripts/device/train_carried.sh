@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Train on a lent GPU machine from what one call can carry (64 MiB): the corpus as 10 kbit/s
 # Opus in one blob (pack_corpus.py), the initial weights as int8 (carry_weights.py), and the
-# wheels the machine lacks. The EMA bundle comes back in $OUT, split under the 16 MB file limit,
-# and beside it (best.*) the bundle of the run's lowest dev CER, which a long call can pass
-# well before its end (models/results/gpu/README.md, call 8).
+# wheels the machine lacks. The EMA bundle comes back in $OUT (return_bundle.sh), and beside it
+# (best.*) the bundle of the run's lowest dev CER, which a long call can pass well before its
+# end (models/results/gpu/README.md, call 8). detach.sh runs it past one call's limit.
 # A corpus larger than one call comes in several packs: earlier calls on the same warm machine
 # leave theirs in an ignored folder (stash_pack.sh), named in PACKS; every pack's *_train.jsonl
-# trains (asterisk's x8), and dev is corpus_dev.jsonl, which one of them carries.
+# trains (asterisk's x8, or HER times), and dev is corpus_dev.jsonl, which one of them carries.
 # Usage (on the machine, from the repo root):
 #   [PACKS="runs/pack1 ..."] train_carried.sh CARRY_DIR BUDGET_S [train flags...]
 set -uo pipefail
@@ -26,7 +26,7 @@ python3 scripts/device/carry_weights.py unpack "$C/init" /tmp/init || exit 1
 echo "unpacked in $(( $(date +%s) - t0 )) s"
 TRAIN=()
 for m in /tmp/data/*_train.jsonl; do
-  case $m in *asterisk_train.jsonl) TRAIN+=("$m*8") ;; *) TRAIN+=("$m") ;; esac
+  case $m in *asterisk_train.jsonl) TRAIN+=("$m*${HER:-8}") ;; *) TRAIN+=("$m") ;; esac
 done
 echo "train: ${TRAIN[*]}"
 timeout $(( BUDGET + 150 )) python3 harken_cli.py train --train "${TRAIN[@]}" --dev /tmp/data/corpus_dev.jsonl \
@@ -34,12 +34,4 @@ timeout $(( BUDGET + 150 )) python3 harken_cli.py train --train "${TRAIN[@]}" --
   | tr '\r' '\n' | grep -v '%|'
 echo "train exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 )) s"
 nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
-if [ -n "${OUT:-}" ] && [ -f /tmp/run/bundle/model.safetensors ]; then
-  cp /tmp/run/bundle/config.json /tmp/run/bundle/CARD.md "$OUT/"; cp /tmp/run/log.jsonl "$OUT/" 2>/dev/null
-  split -b 15M /tmp/run/bundle/model.safetensors "$OUT/model.safetensors.part-"
-  if [ -f /tmp/run/best/model.safetensors ]; then  # the lowest dev CER's weights (8 files in all)
-    cp /tmp/run/best/config.json "$OUT/best.config.json"
-    split -b 15M /tmp/run/best/model.safetensors "$OUT/best.model.safetensors.part-"
-  fi
-  ls -la "$OUT"
-fi
+[ -n "${OUT:-}" ] && bash scripts/device/return_bundle.sh /tmp/run
