@@ -35,7 +35,9 @@ def _bundle(tmp_path: Path) -> dict[str, torch.Tensor]:
 def test_half_and_full_round_trip_within_fp16(tmp_path: Path) -> None:
     cw, weights = _module(), _bundle(tmp_path)
     cw.half(tmp_path / "src", tmp_path)
-    assert (tmp_path / cw.HALF).stat().st_size < (tmp_path / "src" / "model.safetensors").stat().st_size
+    assert (tmp_path / cw.HALF).stat().st_size < (
+        tmp_path / "src" / "model.safetensors"
+    ).stat().st_size
     (tmp_path / "back").mkdir()
     cw.full(tmp_path, tmp_path / "back")
     back = load_file(tmp_path / "back" / "model.safetensors")
