@@ -34,4 +34,4 @@ timeout $(( BUDGET + 150 )) python3 harken_cli.py train --train "${TRAIN[@]}" --
   | tr '\r' '\n' | grep -v '%|'
 echo "train exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 )) s"
 nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
-[ -n "${OUT:-}" ] && bash scripts/device/return_bundle.sh /tmp/run
+if [ -n "${OUT:-}" ]; then bash scripts/device/return_bundle.sh /tmp/run; fi
