@@ -42,10 +42,11 @@ def pack(bundle: Path, out: Path) -> None:
     save_file(tensors, out / PACKED, metadata={"kinds": json.dumps(kinds)})
 
 
-def unpack(packed: Path, bundle: Path) -> None:
-    with safe_open(str(packed / PACKED), "pt") as f:
+def _restore(packed: Path, bundle: Path) -> None:
+    """Weights as saved by `pack` or `half`, back in the dtypes their metadata names."""
+    with safe_open(str(packed), "pt") as f:
         kinds: dict[str, str] = json.loads(f.metadata()["kinds"])
-    stored = load_file(packed / PACKED)
+    stored = load_file(packed)
     tensors: dict[str, torch.Tensor] = {}
     for name, kind in kinds.items():
         t = stored[name]
@@ -54,6 +55,10 @@ def unpack(packed: Path, bundle: Path) -> None:
             t, kind = rows.reshape(t.shape), kind.removeprefix("int8:")
         tensors[name] = t.to(getattr(torch, kind)).contiguous()
     save_file(tensors, bundle / "model.safetensors")
+
+
+def unpack(packed: Path, bundle: Path) -> None:
+    _restore(packed / PACKED, bundle)
 
 
 HALF = "model.fp16.safetensors"
@@ -67,11 +72,7 @@ def half(bundle: Path, out: Path) -> None:
 
 
 def full(packed: Path, bundle: Path) -> None:
-    with safe_open(str(packed / HALF), "pt") as f:
-        kinds: dict[str, str] = json.loads(f.metadata()["kinds"])
-    stored = load_file(packed / HALF)
-    tensors = {n: stored[n].to(getattr(torch, k)).contiguous() for n, k in kinds.items()}
-    save_file(tensors, bundle / "model.safetensors")
+    _restore(packed / HALF, bundle)
 
 
 def main() -> None:

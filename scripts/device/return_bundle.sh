@@ -9,7 +9,7 @@ RUN=${1:?run dir}
 [ -n "${OUT:-}" ] || { echo "no \$OUT to return into"; exit 2; }
 for kind in bundle best; do
   [ -f "$RUN/$kind/model.safetensors" ] || { echo "$RUN/$kind has no weights"; continue; }
-  prefix=$([ $kind = best ] && echo best. || true)
+  prefix=; [ $kind = best ] && prefix=best.
   python3 scripts/device/carry_weights.py half "$RUN/$kind" "/tmp/return_$kind" || exit 1
   cp "$RUN/$kind/config.json" "$OUT/${prefix}config.json"
   split -b 15M "/tmp/return_$kind/model.fp16.safetensors" "$OUT/${prefix}model.fp16.safetensors.part-"
