@@ -17,6 +17,13 @@ Nothing downloads: the model is assembled once from the installed parts into a c
 the virtual environment (checked against its sha256, written under a temporary name and
 renamed, so processes racing to assemble it are safe), and each process loads it once, on one
 onnxruntime thread, since `harken synth` runs one process per core.
+
+Kokoro's own English voices (engine `kokoro-en`) come from npm: `kokoro-js` 1.2.1 carries all
+54 of Kokoro v1.0's voice packs, bit-identical in format to the Japanese ones (its `jf_alpha`
+is the same bytes). Its 28 English packs (American and British, eleven and four women, nine
+and four men) are native speakers; `scripts/setup.sh --synth` packs the tarball with npm and
+`install_english` extracts them, checked against the tarball's pinned sha256. The American
+voices read hibari's US G2P and the British ones its British lexicon, as Kokoro was trained.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import random
 import re
 import subprocess
 import sys
+import tarfile
 import tempfile
 import zlib
 from dataclasses import dataclass
@@ -52,6 +60,20 @@ INSTALL_HINT = "pip install -e '.[synth]'"
 PACKS = ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
 MALE_PACK = "jm_kumo"
 HIBARI_VOICE = "hibari_heart"  # hibari's bundled voice ("heart"), distilled from af_heart
+
+# Kokoro v1.0's English packs (npm kokoro-js 1.2.1, Apache-2.0): a = American, b = British,
+# f = woman, m = man; none of them is a held-out speaker
+EN_TARBALL = "kokoro-js-1.2.1.tgz"  # `npm pack kokoro-js@1.2.1` writes this name
+EN_TARBALL_SHA256 = "1f0d0383ef0349af0bd9440d81dc12abbea3a5392eb645283eda876f537f5860"
+EN_VOICES = (
+    *("af_alloy", "af_aoede", "af_bella", "af_heart", "af_jessica", "af_kore", "af_nicole"),
+    *("af_nova", "af_river", "af_sarah", "af_sky"),
+    *("am_adam", "am_echo", "am_eric", "am_fenrir", "am_liam", "am_michael", "am_onyx"),
+    *("am_puck", "am_santa"),
+    *("bf_alice", "bf_emma", "bf_isabella", "bf_lily", "bm_daniel", "bm_fable", "bm_george"),
+    "bm_lewis",
+)
+PACK_BYTES = 510 * 256 * 4  # a pack: (510, 1, 256) float32, raw
 
 # Blends: jm_kumo's weight is set per blend, the rest spread over the four women with
 # Dirichlet(1) weights drawn with a fixed seed by `random.random()` alone, whose stream Python
@@ -114,6 +136,46 @@ def require() -> None:
         )
 
 
+def english_dir(directory: Path | None = None) -> Path:
+    """Where `install_english` puts the English packs (one NAME.bin each)."""
+    return (directory or cache_dir()) / "kokoro-en"
+
+
+def english_missing(directory: Path | None = None) -> list[str]:
+    """The English packs not installed (`make setup-synth` installs them)."""
+    where = english_dir(directory)
+    return [v for v in EN_VOICES if not (where / f"{v}.bin").is_file()]
+
+
+def install_english(
+    tarball: Path, directory: Path | None = None, sha256: str = EN_TARBALL_SHA256
+) -> Path:
+    """Extract the English packs of npm's kokoro-js tarball into `english_dir(directory)`.
+
+    The tarball is checked against its pinned sha256 first, and each pack's size, so a
+    different release or a truncated download never becomes a voice; each file is written
+    under a temporary name and renamed."""
+    digest = hashlib.sha256(Path(tarball).read_bytes()).hexdigest()
+    if digest != sha256:
+        raise RuntimeError(
+            f"{tarball}: sha256 {digest[:16]}..., not {sha256[:16]}... (`npm pack kokoro-js@1.2.1`)"
+        )
+    out = english_dir(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(tarball) as tar:
+        for voice in EN_VOICES:
+            member = tar.extractfile(f"package/voices/{voice}.bin")
+            data = member.read() if member else b""
+            if len(data) != PACK_BYTES:
+                raise RuntimeError(
+                    f"{tarball}: {voice}.bin has {len(data)} bytes, not {PACK_BYTES}"
+                )
+            tmp = out / f".{voice}.bin.part"
+            tmp.write_bytes(data)
+            os.replace(tmp, out / f"{voice}.bin")
+    return out
+
+
 def cache_dir() -> Path:
     """Where the assembled model lives: in the virtual environment, which installed its parts
     (and is rebuilt with them), else ~/.cache/harken."""
@@ -166,6 +228,7 @@ class _Engine:
     g2p: Any  # hibari.g2p.G2P, American English
     vocab: dict[str, int]
     styles: dict[str, F32]  # voice name -> (510, 256) style table
+    g2p_gb: Any = None  # hibari's British G2P, loaded with the first British voice
 
 
 _engine: _Engine | None = None
@@ -202,15 +265,27 @@ def load() -> _Engine:
     styles = {name: packs[i] for i, name in enumerate(PACKS)}
     for name, weights in BLENDS.items():
         styles[name] = np.tensordot(np.asarray(weights, np.float32), packs, axes=1)
+    for voice in EN_VOICES:  # the English packs, where installed (engine kokoro-en)
+        pack = english_dir() / f"{voice}.bin"
+        if pack.is_file():
+            styles[voice] = np.fromfile(pack, np.float32).reshape(-1, 256)
     g2p = G2P(unk=_UNREAD)
     _engine = _Engine(session, Hibari(threads=1, g2p=g2p), g2p, vocab, styles)
     return _engine
 
 
-def phonemes(text: str) -> str:
-    """The text in Kokoro's phoneme alphabet; refuses a word the G2P cannot read (it would
-    be silently left out of the audio, unlike the transcript)."""
-    ps = str(load().g2p(text))
+def phonemes(text: str, british: bool = False) -> str:
+    """The text in Kokoro's phoneme alphabet (American, or British readings); refuses a word
+    the G2P cannot read (it would be silently left out of the audio, unlike the transcript)."""
+    engine = load()
+    g2p = engine.g2p
+    if british:
+        if engine.g2p_gb is None:
+            from hibari.g2p import G2P
+
+            engine.g2p_gb = G2P(unk=_UNREAD, british=True)
+        g2p = engine.g2p_gb
+    ps = str(g2p(text))
     if _UNREAD in ps:
         raise ValueError(f"kokoro's G2P cannot read a word of {text[:60]!r}")
     return ps
@@ -239,13 +314,22 @@ def synthesize(voice: str, text: str, speed: float = 1.0) -> F32:
     speaking espeak-ng's phonemes for that accent), at `speed` (1.0 is the voice's own pace):
     float32 audio at SAMPLE_RATE, peak-normalised to 0.9."""
     name, _, accent = voice.partition("@")
-    if voice not in VOICES and voice not in ACCENTED:
+    if voice not in VOICES and voice not in ACCENTED and voice not in EN_VOICES:
         raise ValueError(
-            f"unknown kokoro voice {voice!r}; known: {', '.join(VOICES)}, and NAME@ACCENT for "
-            f"every one but {HIBARI_VOICE} with ACCENT one of {', '.join(ACCENTS)}"
+            f"unknown kokoro voice {voice!r}; known: {', '.join(VOICES)}, NAME@ACCENT for "
+            f"every one but {HIBARI_VOICE} with ACCENT one of {', '.join(ACCENTS)}, and the "
+            f"English packs {', '.join(EN_VOICES)}"
         )
     engine = load()
-    ps = espeak_phonemes(text, accent) if accent else phonemes(text)
+    if voice in EN_VOICES and voice not in engine.styles:
+        raise RuntimeError(
+            f"kokoro's English voice {voice} is not installed in {english_dir()} "
+            "(`make setup-synth` packs it from npm's kokoro-js)"
+        )
+    if accent:
+        ps = espeak_phonemes(text, accent)
+    else:
+        ps = phonemes(text, british=voice in EN_VOICES and voice.startswith("b"))
     voice = name
     if voice == HIBARI_VOICE:
         # hibari adds noise from a generator: seeded by the text, the render is repeatable

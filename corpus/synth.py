@@ -51,6 +51,7 @@ FAMILY_WEIGHTS = {
     "rhvoice": 0.1125,
     "kokoro": 0.25,
     "kokoro_accent": 0.25,  # only when asked for (voices.DEFAULT_ENGINES leaves it out)
+    "kokoro_en": 0.25,  # likewise
 }
 BATCHED_ENGINES = ("festival", "rhvoice")  # one process a batch: start-up costs > a sentence
 HIGH_PITCH_SHARE = 0.4  # diphone renders at 1.6-2.1x their pitch (female range)
@@ -113,10 +114,12 @@ def _missing(engine: str) -> str | None:
     }
     if engine == "kokoro-accent" and not shutil.which("espeak-ng"):
         return "no espeak-ng program (it writes the accents' phonemes)"
-    if engine in ("kokoro", "kokoro-accent"):
-        return (
-            None if voices.kokoro_available() else f"needs {', '.join(kokoro.missing_packages())}"
-        )
+    if engine in ("kokoro", "kokoro-accent", "kokoro-en"):
+        if not voices.kokoro_available():
+            return f"needs {', '.join(kokoro.missing_packages())}"
+        if engine == "kokoro-en" and (missing := kokoro.english_missing()):
+            return f"no English voice packs ({len(missing)} missing) in {kokoro.english_dir()}"
+        return None
     available, why = checks[engine]
     return None if available() else why
 
@@ -132,6 +135,7 @@ def training_voices(engines: Sequence[str]) -> tuple[list[Voice], list[float]]:
         "rhvoice": voices.TRAIN_RHVOICE,
         "kokoro": voices.TRAIN_KOKORO,
         "kokoro_accent": voices.TRAIN_KOKORO_ACCENT,
+        "kokoro_en": voices.TRAIN_KOKORO_EN,
     }
     pool, weights = [], []
     for family, members in families.items():
@@ -187,7 +191,7 @@ def _pitch(rng: random.Random, voice: Voice) -> float:
     frequency warp covers it).
     Piper's and kokoro's neural voices have no pitch control (kokoro's pitch comes with each
     voice's style): always 1.0, so the manifest says what it got."""
-    if voice.engine in ("piper", "kokoro", "kokoro-accent"):
+    if voice.engine in ("piper", "kokoro", "kokoro-accent", "kokoro-en"):
         return 1.0
     if voice.label in HIGH_PITCH_VOICES and rng.random() < HIGH_PITCH_SHARE:
         return rng.uniform(1.6, 2.1)

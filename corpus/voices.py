@@ -46,7 +46,8 @@ SUBPROCESS_TIMEOUT_S = 120
 # what `harken synth` uses unless told: kokoro-accent (Kokoro's voices with espeak-ng's accents)
 # is asked for by name, so that the corpora built before it keep their plans
 DEFAULT_ENGINES = ("espeak-ng", "flite", "festival", "pico", "piper", "rhvoice", "kokoro")
-ENGINES = (*DEFAULT_ENGINES, "kokoro-accent")
+# kokoro-en (Kokoro's own 28 English voices, from npm) too, so that earlier corpora keep their plans
+ENGINES = (*DEFAULT_ENGINES, "kokoro-accent", "kokoro-en")
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,8 @@ RHVOICE_HELD_OUT = {"slt": "CMU ARCTIC slt", "alan": "Alan W Black (CMU ARCTIC a
 TRAIN_KOKORO = tuple(Voice("kokoro", name) for name in kokoro.VOICES)
 # Kokoro's voices but hibari's with espeak-ng's Scottish, RP and Caribbean English phonemes
 TRAIN_KOKORO_ACCENT = tuple(Voice("kokoro-accent", name) for name in kokoro.ACCENTED)
+# Kokoro's own English voices: American and British women and men, native speakers
+TRAIN_KOKORO_EN = tuple(Voice("kokoro-en", name) for name in kokoro.EN_VOICES)
 TRAIN_ESPEAK = tuple(
     Voice("espeak-ng", f"{a}+{v}") for a in ESPEAK_ACCENTS for v in ESPEAK_VARIANTS
 )
@@ -122,7 +125,7 @@ def render(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> None:
     elif voice.engine == "rhvoice":
         if errors := render_rhvoice(voice, [(spoken, prosody, wav)]):
             raise RuntimeError(f"rhvoice {voice.name}: {errors[0]}")
-    elif voice.engine in ("kokoro", "kokoro-accent"):
+    elif voice.engine in ("kokoro", "kokoro-accent", "kokoro-en"):
         render_kokoro(voice, spoken, prosody, wav)
     else:
         raise ValueError(f"unknown engine {voice.engine!r}; use {', '.join(ENGINES)}")
@@ -241,6 +244,8 @@ def render_kokoro(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> Non
         raise ValueError(
             f"{voice.label}: an accented kokoro voice is kokoro-accent:NAME@ACCENT, and only it"
         )
+    if (voice.name in kokoro.EN_VOICES) != (voice.engine == "kokoro-en"):
+        raise ValueError(f"{voice.label}: Kokoro's English packs are kokoro-en:NAME, and only they")
     kokoro.render(voice.name, spoken, prosody.rate, wav)
 
 

@@ -37,6 +37,8 @@ need_apt=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_apt+=("$p")
 done
+# npm packs Kokoro's English voices (kokoro-js) below; a nodejs from elsewhere may carry it
+if [ "$PURPOSE" != --serve ] && ! command -v npm >/dev/null; then need_apt+=(npm); fi
 if ((${#need_apt[@]})); then
   echo "[setup] apt-get install ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -118,4 +120,17 @@ if [ ! -f "$RH/wineprefix/system.reg" ]; then
   echo "[setup] RHVoice: initialising its wine prefix (once: ~15 s, ~700 MB)"
   (export WINEPREFIX="$PWD/$RH/wineprefix" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
    /usr/lib/wine/wine64 wineboot --init && /usr/lib/wine/wineserver -w)
+fi
+
+# Kokoro's own English voices: npm's kokoro-js 1.2.1 carries Kokoro v1.0's voice packs
+# (Apache-2.0); corpus/kokoro.py's install_english checks the tarball's pinned sha256 and
+# extracts the 28 English ones beside the assembled model (.venv/share/harken/kokoro-en)
+if [ ! -f "$STAMP/kokoro-en" ]; then
+  echo "[setup] Kokoro's English voice packs from npm (kokoro-js 1.2.1)"
+  KJ=$(mktemp -d)
+  (cd "$KJ" && npm pack -q kokoro-js@1.2.1 >/dev/null)
+  .venv/bin/python -c 'import sys; from pathlib import Path; from corpus.kokoro import install_english
+install_english(Path(sys.argv[1]))' "$KJ/kokoro-js-1.2.1.tgz"
+  rm -rf "$KJ"
+  touch "$STAMP/kokoro-en"
 fi

