@@ -604,7 +604,7 @@ case "${1:-}" in
     # her's recipe (the shipped first network's last stage) with Kokoro's English voices
     # (`kokoro-en`) beside data/corpus and her prompts, from models/default; both threads
     BATCH=${BATCH:-32} light_stage "${NAME:-english}" "${LR:-1e-4}" data/corpus/train.jsonl \
-      data/kokoro_en/train.jsonl "data/asterisk/train.jsonl*${HER:-9}"
+      "data/kokoro_en/train.jsonl*${KX:-2}" "data/asterisk/train.jsonl*${HER:-9}"
     ;;
   accent)
     # formant's recipe and budget (its control is runs/formant_control) with the accented voices

@@ -36,8 +36,8 @@ def soup(out: Path, specs: list[str], base: Path = Path("models/default")) -> No
         for name, tensor in first.items()
     }
     out.mkdir(parents=True, exist_ok=True)
-    for f in base.iterdir():
-        if f.name != "model.safetensors":
+    for f in base.iterdir():  # the first network's files; an ensemble's members stay out
+        if f.is_file() and f.name != "model.safetensors":
             shutil.copy(f, out / f.name)
     save_file(averaged, str(out / "model.safetensors"))
 
