@@ -22,7 +22,7 @@ import soxr
 from corpus import kokoro
 
 
-def _render(job: tuple[str, str, str]) -> dict[str, object]:
+def _render(job: tuple[str, str, str]) -> dict[str, str | float]:
     voice, text, wav = job
     audio = kokoro.synthesize(voice, text)
     audio = soxr.resample(audio, kokoro.SAMPLE_RATE, 16000).astype(np.float32)
@@ -51,7 +51,8 @@ def main() -> None:
     with open(out / "manifest.jsonl", "w") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
-    print(f"{len(rows)} clips, {sum(r['duration'] for r in rows) / 60:.1f} min -> {out}")
+    minutes = sum(float(r["duration"]) for r in rows) / 60
+    print(f"{len(rows)} clips, {minutes:.1f} min -> {out}")
 
 
 if __name__ == "__main__":
