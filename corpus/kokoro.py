@@ -63,7 +63,6 @@ HIBARI_VOICE = "hibari_heart"  # hibari's bundled voice ("heart"), distilled fro
 
 # Kokoro v1.0's English packs (npm kokoro-js 1.2.1, Apache-2.0): a = American, b = British,
 # f = woman, m = man; none of them is a held-out speaker
-EN_TARBALL = "kokoro-js-1.2.1.tgz"  # `npm pack kokoro-js@1.2.1` writes this name
 EN_TARBALL_SHA256 = "1f0d0383ef0349af0bd9440d81dc12abbea3a5392eb645283eda876f537f5860"
 EN_VOICES = (
     *("af_alloy", "af_aoede", "af_bella", "af_heart", "af_jessica", "af_kore", "af_nicole"),
@@ -141,10 +140,14 @@ def english_dir(directory: Path | None = None) -> Path:
     return (directory or cache_dir()) / "kokoro-en"
 
 
+def english_pack(voice: str, directory: Path | None = None) -> Path:
+    """One English voice's pack file."""
+    return english_dir(directory) / f"{voice}.bin"
+
+
 def english_missing(directory: Path | None = None) -> list[str]:
     """The English packs not installed (`make setup-synth` installs them)."""
-    where = english_dir(directory)
-    return [v for v in EN_VOICES if not (where / f"{v}.bin").is_file()]
+    return [v for v in EN_VOICES if not english_pack(v, directory).is_file()]
 
 
 def install_english(
@@ -170,9 +173,10 @@ def install_english(
                 raise RuntimeError(
                     f"{tarball}: {voice}.bin has {len(data)} bytes, not {PACK_BYTES}"
                 )
-            tmp = out / f".{voice}.bin.part"
+            pack = english_pack(voice, directory)
+            tmp = pack.with_name(f".{pack.name}.part")
             tmp.write_bytes(data)
-            os.replace(tmp, out / f"{voice}.bin")
+            os.replace(tmp, pack)
     return out
 
 
@@ -266,7 +270,7 @@ def load() -> _Engine:
     for name, weights in BLENDS.items():
         styles[name] = np.tensordot(np.asarray(weights, np.float32), packs, axes=1)
     for voice in EN_VOICES:  # the English packs, where installed (engine kokoro-en)
-        pack = english_dir() / f"{voice}.bin"
+        pack = english_pack(voice)
         if pack.is_file():
             styles[voice] = np.fromfile(pack, np.float32).reshape(-1, 256)
     g2p = G2P(unk=_UNREAD)
