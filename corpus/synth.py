@@ -52,6 +52,7 @@ FAMILY_WEIGHTS = {
     "kokoro": 0.25,
     "kokoro_accent": 0.25,  # only when asked for (voices.DEFAULT_ENGINES leaves it out)
     "kokoro_en": 0.25,  # likewise
+    "kokoro_en_mix": 0.25,  # likewise
 }
 BATCHED_ENGINES = ("festival", "rhvoice")  # one process a batch: start-up costs > a sentence
 HIGH_PITCH_SHARE = 0.4  # diphone renders at 1.6-2.1x their pitch (female range)
@@ -114,10 +115,10 @@ def _missing(engine: str) -> str | None:
     }
     if engine == "kokoro-accent" and not shutil.which("espeak-ng"):
         return "no espeak-ng program (it writes the accents' phonemes)"
-    if engine in ("kokoro", "kokoro-accent", "kokoro-en"):
+    if engine in voices.KOKORO_ENGINES:
         if not voices.kokoro_available():
             return f"needs {', '.join(kokoro.missing_packages())}"
-        if engine == "kokoro-en" and (missing := kokoro.english_missing()):
+        if engine in ("kokoro-en", "kokoro-en-mix") and (missing := kokoro.english_missing()):
             return f"no English voice packs ({len(missing)} missing) in {kokoro.english_dir()}"
         return None
     available, why = checks[engine]
@@ -136,6 +137,7 @@ def training_voices(engines: Sequence[str]) -> tuple[list[Voice], list[float]]:
         "kokoro": voices.TRAIN_KOKORO,
         "kokoro_accent": voices.TRAIN_KOKORO_ACCENT,
         "kokoro_en": voices.TRAIN_KOKORO_EN,
+        "kokoro_en_mix": voices.TRAIN_KOKORO_EN_MIX,
     }
     pool, weights = [], []
     for family, members in families.items():
@@ -191,7 +193,7 @@ def _pitch(rng: random.Random, voice: Voice) -> float:
     frequency warp covers it).
     Piper's and kokoro's neural voices have no pitch control (kokoro's pitch comes with each
     voice's style): always 1.0, so the manifest says what it got."""
-    if voice.engine in ("piper", "kokoro", "kokoro-accent", "kokoro-en"):
+    if voice.engine in ("piper", *voices.KOKORO_ENGINES):
         return 1.0
     if voice.label in HIGH_PITCH_VOICES and rng.random() < HIGH_PITCH_SHARE:
         return rng.uniform(1.6, 2.1)

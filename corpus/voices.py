@@ -46,8 +46,10 @@ SUBPROCESS_TIMEOUT_S = 120
 # what `harken synth` uses unless told: kokoro-accent (Kokoro's voices with espeak-ng's accents)
 # is asked for by name, so that the corpora built before it keep their plans
 DEFAULT_ENGINES = ("espeak-ng", "flite", "festival", "pico", "piper", "rhvoice", "kokoro")
-# kokoro-en (Kokoro's own 28 English voices, from npm) too, so that earlier corpora keep their plans
-ENGINES = (*DEFAULT_ENGINES, "kokoro-accent", "kokoro-en")
+# kokoro-en (Kokoro's own 28 English voices, from npm) and kokoro-en-mix (mixes of them) too, so
+# that earlier corpora keep their plans
+ENGINES = (*DEFAULT_ENGINES, "kokoro-accent", "kokoro-en", "kokoro-en-mix")
+KOKORO_ENGINES = ("kokoro", "kokoro-accent", "kokoro-en", "kokoro-en-mix")
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,8 @@ TRAIN_KOKORO = tuple(Voice("kokoro", name) for name in kokoro.VOICES)
 TRAIN_KOKORO_ACCENT = tuple(Voice("kokoro-accent", name) for name in kokoro.ACCENTED)
 # Kokoro's own English voices: American and British women and men, native speakers
 TRAIN_KOKORO_EN = tuple(Voice("kokoro-en", name) for name in kokoro.EN_VOICES)
+# seeded mixes of two or three of those packs within a group (accent and sex): more speakers
+TRAIN_KOKORO_EN_MIX = tuple(Voice("kokoro-en-mix", name) for name in kokoro.EN_MIXES)
 TRAIN_ESPEAK = tuple(
     Voice("espeak-ng", f"{a}+{v}") for a in ESPEAK_ACCENTS for v in ESPEAK_VARIANTS
 )
@@ -125,7 +129,7 @@ def render(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> None:
     elif voice.engine == "rhvoice":
         if errors := render_rhvoice(voice, [(spoken, prosody, wav)]):
             raise RuntimeError(f"rhvoice {voice.name}: {errors[0]}")
-    elif voice.engine in ("kokoro", "kokoro-accent", "kokoro-en"):
+    elif voice.engine in KOKORO_ENGINES:
         render_kokoro(voice, spoken, prosody, wav)
     else:
         raise ValueError(f"unknown engine {voice.engine!r}; use {', '.join(ENGINES)}")
@@ -244,6 +248,8 @@ def render_kokoro(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> Non
         raise ValueError(
             f"{voice.label}: an accented kokoro voice is kokoro-accent:NAME@ACCENT, and only it"
         )
+    if (voice.name in kokoro.EN_MIXES) != (voice.engine == "kokoro-en-mix"):
+        raise ValueError(f"{voice.label}: the English mixes are kokoro-en-mix:NAME, and only they")
     if (voice.name in kokoro.EN_VOICES) != (voice.engine == "kokoro-en"):
         raise ValueError(f"{voice.label}: Kokoro's English packs are kokoro-en:NAME, and only they")
     kokoro.render(voice.name, spoken, prosody.rate, wav)

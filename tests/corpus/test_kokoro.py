@@ -22,6 +22,7 @@ from corpus.voices import (
     TRAIN_KOKORO,
     TRAIN_KOKORO_ACCENT,
     TRAIN_KOKORO_EN,
+    TRAIN_KOKORO_EN_MIX,
     Prosody,
     Voice,
     render,
@@ -74,6 +75,9 @@ def test_kokoro_refuses_pitch_and_unknown_voices(tmp_path: Path) -> None:
         render(Voice("kokoro", "af_nobody"), SPOKEN, Prosody(), tmp_path / "x.wav")
     for voice in (Voice("kokoro", "af_bella"), Voice("kokoro-en", "jm_kumo")):
         with pytest.raises(ValueError, match="kokoro-en:NAME, and only they"):
+            render(voice, SPOKEN, Prosody(), tmp_path / "x.wav")
+    for voice in (Voice("kokoro-en", "af_mix01"), Voice("kokoro-en-mix", "af_bella")):
+        with pytest.raises(ValueError, match="kokoro-en-mix:NAME, and only they"):
             render(voice, SPOKEN, Prosody(), tmp_path / "x.wav")
 
 
@@ -141,7 +145,12 @@ def test_the_model_assembles_once_even_when_processes_race(tmp_path: Path) -> No
 
 @pytest.mark.skipif(not shutil.which("flite"), reason="needs flite for the held-out voices")
 @pytest.mark.parametrize(
-    ("engine", "family"), [("kokoro", TRAIN_KOKORO), ("kokoro-accent", TRAIN_KOKORO_ACCENT)]
+    ("engine", "family"),
+    [
+        ("kokoro", TRAIN_KOKORO),
+        ("kokoro-accent", TRAIN_KOKORO_ACCENT),
+        ("kokoro-en-mix", TRAIN_KOKORO_EN_MIX),
+    ],
 )
 def test_a_build_keeps_kokoro_in_training_only(
     tmp_path: Path, engine: str, family: tuple[Voice, ...]
@@ -204,3 +213,36 @@ def test_english_voices_speak_american_and_british_as_women_and_men(tmp_path: Pa
     a = kokoro.synthesize("am_michael", SPOKEN)
     b = kokoro.synthesize("am_michael", SPOKEN)
     assert np.array_equal(a, b)  # a render is repeatable: resumed builds agree
+
+
+def test_english_mixes_are_fixed_convex_and_keep_their_groups_sex_and_accent(
+    tmp_path: Path,
+) -> None:
+    """The seeded mixes must not drift (a name is a speaker); each mixes two or three packs of
+    its own group, no pack near all of it; a women's mix speaks above a men's, a British mix
+    reads the British lexicon."""
+    if missing := kokoro.english_missing():
+        pytest.fail(
+            f"{len(missing)} English packs missing in {kokoro.english_dir()}: make setup-synth"
+        )
+    assert len(TRAIN_KOKORO_EN_MIX) == 32 and not {v.name for v in TRAIN_KOKORO_EN_MIX} & set(
+        kokoro.EN_VOICES
+    )
+    packs, weights = zip(*kokoro.EN_MIXES["af_mix02"], strict=True)
+    assert packs == ("af_jessica", "af_sarah") and weights == pytest.approx(
+        (0.5352, 0.4648), abs=1e-4
+    )
+    for name, mix in kokoro.EN_MIXES.items():
+        names = [pack for pack, _ in mix]
+        assert 2 <= len(set(names)) == len(names) <= 3, name
+        assert all(p.startswith(name[:3]) and p in kokoro.EN_VOICES for p in names), name
+        assert sum(w for _, w in mix) == pytest.approx(1.0) and max(w for _, w in mix) < 0.9
+    f0 = {
+        name: _median_f0(_to_16k(tmp_path, Voice("kokoro-en-mix", name), Prosody(), name))
+        for name in ("af_mix02", "bm_mix02")
+    }
+    assert f0["af_mix02"] > 1.15 * f0["bm_mix02"], f0
+    jessica = kokoro.synthesize("af_jessica", SPOKEN)
+    mixed = kokoro.synthesize("af_mix02", SPOKEN)
+    assert mixed.shape != jessica.shape or not np.allclose(mixed, jessica)  # a new speaker
+    assert np.array_equal(mixed, kokoro.synthesize("af_mix02", SPOKEN))  # repeatable
