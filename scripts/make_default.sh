@@ -782,11 +782,15 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
     # DECIDE_FRAMES: output frames of speech before a stream keeps one warp; until then it runs
     # every factor, so the window costs latency (stride 3's shipped model: 20 frames, 0.6 s;
     # 67 doubled the 10-stream p98, models/results/gpu/README.md)
-    $H tune-warp --bundle $B --manifest data/corpus/dev.jsonl --decide-frames "${DECIDE_FRAMES:-20}" \
-      --out $R/warp_dev.json
-    # the blank penalty first, at B's weights (models/results/blank.md), then weight and bonus
-    $H tune-lm --bundle $B --manifest data/corpus/dev.jsonl --trials 60 --alpha 0.2 1.5 --beta 0 3.5 \
-      --blank-penalty 0 0.25 0.5 0.75 1 1.25 1.5 2 | tail -3
+    # (TUNE=0 keeps B's warps and search settings: a network swapped into the shipped bundle
+    # is measured with the settings it was compared under)
+    if [ "${TUNE:-1}" != 0 ]; then
+      $H tune-warp --bundle $B --manifest data/corpus/dev.jsonl \
+        --decide-frames "${DECIDE_FRAMES:-20}" --out $R/warp_dev.json
+      # the blank penalty first, at B's weights (models/results/blank.md), then weight and bonus
+      $H tune-lm --bundle $B --manifest data/corpus/dev.jsonl --trials 60 --alpha 0.2 1.5 \
+        --beta 0 3.5 --blank-penalty 0 0.25 0.5 0.75 1 1.25 1.5 2 | tail -3
+    fi
     # test sets with the peer recognisers beside us (the same references)
     # (PEERS="" skips them for a candidate: their rows do not depend on our model)
     PEERS=${PEERS-"--peers pocketsphinx whisper-tiny.en --threads 1"}
@@ -831,6 +835,8 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
     [ -n "${CORPUS5:-}" ] && EXTRA+=(--extra-data "new text (data/corpus5)=data/corpus5/stats.json")
     [ -n "${CORPUS6:-}" ] &&
       EXTRA+=(--extra-data "The Devil's Dictionary (data/corpus6)=data/corpus6/stats.json")
+    [ -f data/kokoro_en/stats.json ] &&
+      EXTRA+=(--extra-data "Kokoro's English voices (data/kokoro_en)=data/kokoro_en/stats.json")
     [ -n "${EARLIER:-}" ] && EXTRA+=(--earlier-card "$EARLIER")
     .venv/bin/python -m models.card --bundle $B --corpus-stats data/corpus/stats.json \
       "${EXTRA[@]}" \
