@@ -91,6 +91,8 @@
 #                                         # sentences beside (runs/her2; resumes)
 #   bash scripts/make_default.sh wideher  # her's recipe for the pair's second network
 #                                         # (models/default/wide; runs/wideher; resumes)
+#   bash scripts/make_default.sh wideenglish  # english3's voices for the second network
+#                                         # (runs/wideenglish; resumes)
 #   bash scripts/make_default.sh soft     # her2 with an ensemble bundle's per-frame mix as soft
 #                                         # targets (TEACHER; runs/soft; resumes)
 #   bash scripts/make_default.sh wide768  # models/default grown to 3 x GRU 768, on every
@@ -629,6 +631,17 @@ case "${1:-}" in
     BATCH=${BATCH:-32} light_stage "${NAME:-accent}" "${LR:-1e-4}" data/corpus/train.jsonl \
       data/accent/train.jsonl "data/asterisk/train.jsonl*${HER:-9}"
     ;;
+  wideenglish)
+    # english3's data (Kokoro's English packs and their mixes x2 each, her prompts x16 beside
+    # data/corpus) for the pair's second network, models/default/wide, at english's peak: the
+    # new voices moved the first network's TTS dev, and the second has not heard them
+    # (wideher gave it her recipe alone, to no effect). Frozen start runs/wideenglish_init;
+    # resumes like light7
+    INIT=runs/wideenglish_init/wide CONFIG=scripts/net_mel_3x768.json \
+      BUDGET_S=${BUDGET_S:-2700} BATCH=${BATCH:-32} light_stage wideenglish "${LR:-1e-4}" \
+      data/corpus/train.jsonl "data/kokoro_en/train.jsonl*${KX:-2}" \
+      "data/kokoro_mix/train.jsonl*${KX:-2}" "data/asterisk/train.jsonl*${HER:-16}"
+    ;;
   wideher)
     # her's recipe (the corpus models/default first learnt beside her prompts x9, a fifth of
     # the utterances, at a low peak; the stage that read TTS dev 1.27 points better for the
@@ -855,7 +868,7 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
       --lm-name "data/lm/her_train.txt=her train prompts"
     ;;
   *)
-    echo "usage: $0 data|corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|wide768x|her|her2|wideher|soft|look|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate|kokoro-en|english|kokoro-mix|english3" >&2; exit 2
+    echo "usage: $0 data|corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|wide768x|her|her2|wideher|soft|look|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate|kokoro-en|english|kokoro-mix|english3|wideenglish" >&2; exit 2
     ;;
 esac
 exit
