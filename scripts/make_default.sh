@@ -635,10 +635,10 @@ case "${1:-}" in
     # english3's data (Kokoro's English packs and their mixes x2 each, her prompts x16 beside
     # data/corpus) for the pair's second network, models/default/wide, at english's peak: the
     # new voices moved the first network's TTS dev, and the second has not heard them
-    # (wideher gave it her recipe alone, to no effect). Frozen start runs/wideenglish_init;
-    # resumes like light7
-    INIT=runs/wideenglish_init/wide CONFIG=scripts/net_mel_3x768.json \
-      BUDGET_S=${BUDGET_S:-2700} BATCH=${BATCH:-32} light_stage wideenglish "${LR:-1e-4}" \
+    # (wideher gave it her recipe alone, to no effect). Frozen start runs/NAME_init; resumes
+    # like light7. NAME=wideenglish2 continues the adopted result (models/results/kokoro_en.md)
+    INIT=runs/${NAME:-wideenglish}_init/wide CONFIG=scripts/net_mel_3x768.json \
+      BUDGET_S=${BUDGET_S:-2700} BATCH=${BATCH:-32} light_stage "${NAME:-wideenglish}" "${LR:-1e-4}" \
       data/corpus/train.jsonl "data/kokoro_en/train.jsonl*${KX:-2}" \
       "data/kokoro_mix/train.jsonl*${KX:-2}" "data/asterisk/train.jsonl*${HER:-16}"
     ;;
@@ -850,6 +850,8 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
       EXTRA+=(--extra-data "The Devil's Dictionary (data/corpus6)=data/corpus6/stats.json")
     [ -f data/kokoro_en/stats.json ] &&
       EXTRA+=(--extra-data "Kokoro's English voices (data/kokoro_en)=data/kokoro_en/stats.json")
+    [ -f data/kokoro_mix/stats.json ] &&
+      EXTRA+=(--extra-data "mixes of Kokoro's English voices, the wide network's (data/kokoro_mix)=data/kokoro_mix/stats.json")
     [ -n "${EARLIER:-}" ] && EXTRA+=(--earlier-card "$EARLIER")
     .venv/bin/python -m models.card --bundle $B --corpus-stats data/corpus/stats.json \
       "${EXTRA[@]}" \
