@@ -161,6 +161,11 @@ light_stage() {
 # the held-out transcripts: no LM text or new corpus may speak them
 HELD_OUT=(data/corpus/{dev,test}.jsonl data/asterisk/{dev,test}.jsonl)
 
+# english3's training data, one list for both networks' stages (english3, wideenglish): data/corpus,
+# Kokoro's English packs and their mixes (KX times each), her prompts near a fifth (HER times)
+ENGLISH3_DATA=(data/corpus/train.jsonl "data/kokoro_en/train.jsonl*${KX:-2}"
+  "data/kokoro_mix/train.jsonl*${KX:-2}" "data/asterisk/train.jsonl*${HER:-16}")
+
 # what a corpus of new text (text3, text4) must not speak: every earlier corpus's sentences
 # (their plans or manifests) and the held-out transcripts
 NEW_TEXT_EXCLUDE=(data/plans/{corpus,kokoro,probe,corpus2}.txt data/corpus3/{train,dev,test}.jsonl
@@ -614,9 +619,7 @@ case "${1:-}" in
   english3)
     # english's recipe and budget with the mixes (`kokoro-mix`) too, her prompts kept near a
     # fifth of the utterances (x16): do more speakers of the same kind move TTS dev further?
-    BATCH=${BATCH:-32} light_stage "${NAME:-english3}" "${LR:-1e-4}" data/corpus/train.jsonl \
-      "data/kokoro_en/train.jsonl*${KX:-2}" "data/kokoro_mix/train.jsonl*${KX:-2}" \
-      "data/asterisk/train.jsonl*${HER:-16}"
+    BATCH=${BATCH:-32} light_stage "${NAME:-english3}" "${LR:-1e-4}" "${ENGLISH3_DATA[@]}"
     ;;
   english)
     # her's recipe (the shipped first network's last stage) with Kokoro's English voices
@@ -639,8 +642,7 @@ case "${1:-}" in
     # like light7. NAME=wideenglish2 continues the adopted result (models/results/kokoro_en.md)
     INIT=runs/${NAME:-wideenglish}_init/wide CONFIG=scripts/net_mel_3x768.json \
       BUDGET_S=${BUDGET_S:-2700} BATCH=${BATCH:-32} light_stage "${NAME:-wideenglish}" "${LR:-1e-4}" \
-      data/corpus/train.jsonl "data/kokoro_en/train.jsonl*${KX:-2}" \
-      "data/kokoro_mix/train.jsonl*${KX:-2}" "data/asterisk/train.jsonl*${HER:-16}"
+      "${ENGLISH3_DATA[@]}"
     ;;
   wideher)
     # her's recipe (the corpus models/default first learnt beside her prompts x9, a fifth of
