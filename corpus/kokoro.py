@@ -81,6 +81,11 @@ PACK_BYTES = 510 * 256 * 4  # a pack: (510, 1, 256) float32, raw
 # by `random.random()` alone, as BLENDS are, so a name is the same speaker everywhere.
 EN_MIX_SEED = 28
 EN_MIX_COUNTS = {"af": 10, "am": 10, "bf": 6, "bm": 6}
+# A second, separate draw (engine kokoro-en-mix2, names 'af_mixb01'): 40 more speakers without
+# renaming the first draw's, so that data/kokoro_mix's plan stays as it was built; none nearly
+# one pack, none within 0.15 of a share of another mix (the British groups have 4 packs each)
+EN_MIX2_SEED = 29
+EN_MIX2_COUNTS = {"af": 12, "am": 12, "bf": 8, "bm": 8}
 
 # Blends: jm_kumo's weight is set per blend, the rest spread over the four women with
 # Dirichlet(1) weights drawn with a fixed seed by `random.random()` alone, whose stream Python
@@ -111,25 +116,53 @@ def _blends(seed: int = BLEND_SEED) -> dict[str, tuple[float, ...]]:
 BLENDS = _blends()
 
 
-def _en_mixes(seed: int = EN_MIX_SEED) -> dict[str, tuple[tuple[str, float], ...]]:
-    """Mix name ('af_mix01') -> (pack, weight) pairs, convex, all packs of the name's group."""
+def _distance(a: dict[str, float], b: dict[str, float]) -> float:
+    """How far apart two mixes are: the largest difference of one pack's share."""
+    return max(abs(a.get(p, 0.0) - b.get(p, 0.0)) for p in a.keys() | b.keys())
+
+
+def _en_mixes(
+    seed: int,
+    counts: dict[str, int],
+    tag: str,
+    max_share: float = 1.0,
+    avoid: tuple[dict[str, float], ...] = (),
+    min_distance: float = 0.0,
+) -> dict[str, tuple[tuple[str, float], ...]]:
+    """Mix name ('af_' + tag + '01') -> (pack, weight) pairs, convex, all packs of the name's
+    group. A draw with a pack at `max_share` or more (nearly that pack), or within
+    `min_distance` of a mix in `avoid` or drawn before it (nearly that speaker), is drawn
+    again; the first draw had neither at 0.9 and 0, so it is as it was built."""
     rng = random.Random(seed)
-    out = {}
-    for group, count in EN_MIX_COUNTS.items():
+    out: dict[str, tuple[tuple[str, float], ...]] = {}
+    for group, count in counts.items():
         members = [v for v in EN_VOICES if v.startswith(f"{group}_")]
         for i in range(1, count + 1):
-            pool, chosen = list(members), []
-            for _ in range(2 if rng.random() < 0.5 else 3):
-                chosen.append(pool.pop(int(rng.random() * len(pool))))
-            # Gamma(2) draws (a sum of two Exp(1)): Dirichlet(2) after normalising
-            draws = [-math.log(1.0 - rng.random()) - math.log(1.0 - rng.random()) for _ in chosen]
-            out[f"{group}_mix{i:02d}"] = tuple(
-                (pack, d / sum(draws)) for pack, d in zip(chosen, draws, strict=True)
-            )
+            while True:
+                pool, chosen = list(members), []
+                for _ in range(2 if rng.random() < 0.5 else 3):
+                    chosen.append(pool.pop(int(rng.random() * len(pool))))
+                # Gamma(2) draws (a sum of two Exp(1)): Dirichlet(2) after normalising
+                draws = [-math.log(1 - rng.random()) - math.log(1 - rng.random()) for _ in chosen]
+                mix = {pack: d / sum(draws) for pack, d in zip(chosen, draws, strict=True)}
+                near = [*avoid, *(dict(m) for m in out.values())]
+                if max(mix.values()) < max_share and all(
+                    _distance(mix, other) >= min_distance for other in near
+                ):
+                    break
+            out[f"{group}_{tag}{i:02d}"] = tuple(mix.items())
     return out
 
 
-EN_MIXES = _en_mixes()
+EN_MIXES = _en_mixes(EN_MIX_SEED, EN_MIX_COUNTS, "mix")
+EN_MIXES2 = _en_mixes(
+    EN_MIX2_SEED,
+    EN_MIX2_COUNTS,
+    "mixb",
+    max_share=0.8,
+    avoid=tuple(dict(m) for m in EN_MIXES.values()),
+    min_distance=0.15,
+)
 VOICES = (*PACKS, *BLENDS, HIBARI_VOICE)  # every kokoro voice name: all of them train
 # espeak-ng's accents that Kokoro's voices speak through espeak-ng's IPA instead of hibari's US
 # G2P: natural voices with accents no other training voice has (the held-out awb is a
@@ -302,7 +335,8 @@ def load() -> _Engine:
         pack = english_pack(voice)
         if pack.is_file():
             styles[voice] = np.fromfile(pack, np.float32).reshape(-1, 256)
-    for name, mix in EN_MIXES.items():  # engine kokoro-en-mix, where its packs are installed
+    # engines kokoro-en-mix and kokoro-en-mix2, where their packs are installed
+    for name, mix in (EN_MIXES | EN_MIXES2).items():
         if all(pack in styles for pack, _ in mix):
             styles[name] = sum(w * styles[pack] for pack, w in mix).astype(np.float32)
     g2p = G2P(unk=_UNREAD)
@@ -350,12 +384,12 @@ def synthesize(voice: str, text: str, speed: float = 1.0) -> F32:
     speaking espeak-ng's phonemes for that accent), at `speed` (1.0 is the voice's own pace):
     float32 audio at SAMPLE_RATE, peak-normalised to 0.9."""
     name, _, accent = voice.partition("@")
-    english = voice in EN_VOICES or voice in EN_MIXES
+    english = voice in EN_VOICES or voice in EN_MIXES or voice in EN_MIXES2
     if voice not in VOICES and voice not in ACCENTED and not english:
         raise ValueError(
             f"unknown kokoro voice {voice!r}; known: {', '.join(VOICES)}, NAME@ACCENT for "
             f"every one but {HIBARI_VOICE} with ACCENT one of {', '.join(ACCENTS)}, the "
-            f"English packs {', '.join(EN_VOICES)} and their mixes {', '.join(EN_MIXES)}"
+            f"English packs {', '.join(EN_VOICES)} and their mixes {', '.join(EN_MIXES | EN_MIXES2)}"
         )
     engine = load()
     if english and voice not in engine.styles:

@@ -53,6 +53,7 @@ FAMILY_WEIGHTS = {
     "kokoro_accent": 0.25,  # only when asked for (voices.DEFAULT_ENGINES leaves it out)
     "kokoro_en": 0.25,  # likewise
     "kokoro_en_mix": 0.25,  # likewise
+    "kokoro_en_mix2": 0.25,  # likewise
 }
 BATCHED_ENGINES = ("festival", "rhvoice")  # one process a batch: start-up costs > a sentence
 HIGH_PITCH_SHARE = 0.4  # diphone renders at 1.6-2.1x their pitch (female range)
@@ -118,7 +119,9 @@ def _missing(engine: str) -> str | None:
     if engine in voices.KOKORO_ENGINES:
         if not voices.kokoro_available():
             return f"needs {', '.join(kokoro.missing_packages())}"
-        if engine in ("kokoro-en", "kokoro-en-mix") and (missing := kokoro.english_missing()):
+        if engine in ("kokoro-en", "kokoro-en-mix", "kokoro-en-mix2") and (
+            missing := kokoro.english_missing()
+        ):
             return f"no English voice packs ({len(missing)} missing) in {kokoro.english_dir()}"
         return None
     available, why = checks[engine]
@@ -138,6 +141,7 @@ def training_voices(engines: Sequence[str]) -> tuple[list[Voice], list[float]]:
         "kokoro_accent": voices.TRAIN_KOKORO_ACCENT,
         "kokoro_en": voices.TRAIN_KOKORO_EN,
         "kokoro_en_mix": voices.TRAIN_KOKORO_EN_MIX,
+        "kokoro_en_mix2": voices.TRAIN_KOKORO_EN_MIX2,
     }
     pool, weights = [], []
     for family, members in families.items():

@@ -46,10 +46,10 @@ SUBPROCESS_TIMEOUT_S = 120
 # what `harken synth` uses unless told: kokoro-accent (Kokoro's voices with espeak-ng's accents)
 # is asked for by name, so that the corpora built before it keep their plans
 DEFAULT_ENGINES = ("espeak-ng", "flite", "festival", "pico", "piper", "rhvoice", "kokoro")
-# kokoro-en (Kokoro's own 28 English voices, from npm) and kokoro-en-mix (mixes of them) too, so
-# that earlier corpora keep their plans
-ENGINES = (*DEFAULT_ENGINES, "kokoro-accent", "kokoro-en", "kokoro-en-mix")
-KOKORO_ENGINES = ("kokoro", "kokoro-accent", "kokoro-en", "kokoro-en-mix")
+# kokoro-en (Kokoro's own 28 English voices, from npm) and kokoro-en-mix / kokoro-en-mix2 (two
+# draws of mixes of them) too, so that earlier corpora keep their plans
+ENGINES = (*DEFAULT_ENGINES, "kokoro-accent", "kokoro-en", "kokoro-en-mix", "kokoro-en-mix2")
+KOKORO_ENGINES = ("kokoro", "kokoro-accent", "kokoro-en", "kokoro-en-mix", "kokoro-en-mix2")
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,8 @@ TRAIN_KOKORO_ACCENT = tuple(Voice("kokoro-accent", name) for name in kokoro.ACCE
 TRAIN_KOKORO_EN = tuple(Voice("kokoro-en", name) for name in kokoro.EN_VOICES)
 # seeded mixes of two or three of those packs within a group (accent and sex): more speakers
 TRAIN_KOKORO_EN_MIX = tuple(Voice("kokoro-en-mix", name) for name in kokoro.EN_MIXES)
+# a second draw of such mixes: 40 other speakers of the same groups
+TRAIN_KOKORO_EN_MIX2 = tuple(Voice("kokoro-en-mix2", name) for name in kokoro.EN_MIXES2)
 TRAIN_ESPEAK = tuple(
     Voice("espeak-ng", f"{a}+{v}") for a in ESPEAK_ACCENTS for v in ESPEAK_VARIANTS
 )
@@ -250,6 +252,10 @@ def render_kokoro(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> Non
         )
     if (voice.name in kokoro.EN_MIXES) != (voice.engine == "kokoro-en-mix"):
         raise ValueError(f"{voice.label}: the English mixes are kokoro-en-mix:NAME, and only they")
+    if (voice.name in kokoro.EN_MIXES2) != (voice.engine == "kokoro-en-mix2"):
+        raise ValueError(
+            f"{voice.label}: the second draw's mixes are kokoro-en-mix2:NAME, and only they"
+        )
     if (voice.name in kokoro.EN_VOICES) != (voice.engine == "kokoro-en"):
         raise ValueError(f"{voice.label}: Kokoro's English packs are kokoro-en:NAME, and only they")
     kokoro.render(voice.name, spoken, prosody.rate, wav)

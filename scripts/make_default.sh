@@ -616,6 +616,15 @@ case "${1:-}" in
       --dev-minutes 0.1 --test-minutes 0.1 --seed 37 --workers "$(nproc)" \
       --exclude "${HELD_OUT[@]}" data/kokoro_en/train.jsonl
     ;;
+  kokoro-mix2)
+    # a second draw of such mixes (engine kokoro-en-mix2: 40 other American and British women
+    # and men, no pack at 0.8 or more of one), on sentences neither English corpus speaks;
+    # resumable like every synth. More speakers, not more epochs: wideenglish2, the adopted
+    # wide network's third and fourth epochs on the same voices, read no better (kokoro_en.md)
+    $H synth --out data/kokoro_mix2 --engines kokoro-en-mix2,flite --train-hours "${HOURS:-2.4}" \
+      --dev-minutes 0.1 --test-minutes 0.1 --seed 41 --workers "$(nproc)" \
+      --exclude "${HELD_OUT[@]}" data/kokoro_en/train.jsonl data/kokoro_mix/train.jsonl
+    ;;
   english3)
     # english's recipe and budget with the mixes (`kokoro-mix`) too, her prompts kept near a
     # fifth of the utterances (x16): do more speakers of the same kind move TTS dev further?
@@ -872,7 +881,7 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
       --lm-name "data/lm/her_train.txt=her train prompts"
     ;;
   *)
-    echo "usage: $0 data|corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|wide768x|her|her2|wideher|soft|look|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate|kokoro-en|english|kokoro-mix|english3|wideenglish" >&2; exit 2
+    echo "usage: $0 data|corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|wide768x|her|her2|wideher|soft|look|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate|kokoro-en|english|kokoro-mix|english3|wideenglish|kokoro-mix2" >&2; exit 2
     ;;
 esac
 exit

@@ -23,6 +23,7 @@ from corpus.voices import (
     TRAIN_KOKORO_ACCENT,
     TRAIN_KOKORO_EN,
     TRAIN_KOKORO_EN_MIX,
+    TRAIN_KOKORO_EN_MIX2,
     Prosody,
     Voice,
     render,
@@ -78,6 +79,9 @@ def test_kokoro_refuses_pitch_and_unknown_voices(tmp_path: Path) -> None:
             render(voice, SPOKEN, Prosody(), tmp_path / "x.wav")
     for voice in (Voice("kokoro-en", "af_mix01"), Voice("kokoro-en-mix", "af_bella")):
         with pytest.raises(ValueError, match="kokoro-en-mix:NAME, and only they"):
+            render(voice, SPOKEN, Prosody(), tmp_path / "x.wav")
+    for voice in (Voice("kokoro-en", "af_mixb01"), Voice("kokoro-en-mix2", "af_bella")):
+        with pytest.raises(ValueError, match="kokoro-en-mix2:NAME, and only they"):
             render(voice, SPOKEN, Prosody(), tmp_path / "x.wav")
 
 
@@ -150,6 +154,7 @@ def test_the_model_assembles_once_even_when_processes_race(tmp_path: Path) -> No
         ("kokoro", TRAIN_KOKORO),
         ("kokoro-accent", TRAIN_KOKORO_ACCENT),
         ("kokoro-en-mix", TRAIN_KOKORO_EN_MIX),
+        ("kokoro-en-mix2", TRAIN_KOKORO_EN_MIX2),
     ],
 )
 def test_a_build_keeps_kokoro_in_training_only(
@@ -246,3 +251,28 @@ def test_english_mixes_are_fixed_convex_and_keep_their_groups_sex_and_accent(
     mixed = kokoro.synthesize("af_mix02", SPOKEN)
     assert mixed.shape != jessica.shape or not np.allclose(mixed, jessica)  # a new speaker
     assert np.array_equal(mixed, kokoro.synthesize("af_mix02", SPOKEN))  # repeatable
+
+
+def test_the_second_draw_of_mixes_adds_forty_other_speakers() -> None:
+    """kokoro-en-mix2 (data/kokoro_mix2) must not rename or repeat the first draw's speakers,
+    nor drift; none of its mixes is nearly one pack."""
+    first, second = set(kokoro.EN_MIXES), set(kokoro.EN_MIXES2)
+    assert len(TRAIN_KOKORO_EN_MIX2) == len(second) == 40
+    assert not second & (first | set(kokoro.EN_VOICES))
+    mixes = {n: dict(m) for n, m in (kokoro.EN_MIXES | kokoro.EN_MIXES2).items()}
+    for name in second:  # none of them nearly another speaker of either draw
+        a = mixes[name]
+        for other, b in mixes.items():
+            far = max(abs(a.get(p, 0) - b.get(p, 0)) for p in a.keys() | b.keys())
+            assert other == name or far >= 0.15, (name, other)
+    packs, weights = zip(*kokoro.EN_MIXES2["bm_mixb08"], strict=True)
+    assert packs == ("bm_fable", "bm_daniel") and weights == pytest.approx(
+        (0.4048, 0.5952), abs=1e-4
+    )
+    for name, mix in kokoro.EN_MIXES2.items():
+        names = [pack for pack, _ in mix]
+        assert 2 <= len(set(names)) == len(names) <= 3, name
+        assert all(p.startswith(name[:3]) and p in kokoro.EN_VOICES for p in names), name
+        assert sum(w for _, w in mix) == pytest.approx(1.0) and max(w for _, w in mix) < 0.8
+    mixed = kokoro.synthesize("am_mixb01", SPOKEN)
+    assert np.array_equal(mixed, kokoro.synthesize("am_mixb01", SPOKEN))  # repeatable
