@@ -653,6 +653,15 @@ case "${1:-}" in
       BUDGET_S=${BUDGET_S:-2700} BATCH=${BATCH:-32} light_stage "${NAME:-wideenglish}" "${LR:-1e-4}" \
       "${ENGLISH3_DATA[@]}"
     ;;
+  widemix2)
+    # wideenglish's recipe and budget with the second draw of mixes (`kokoro-mix2`, x2) beside
+    # english3's data, from the adopted wide network (models/default/wide): do 40 new speakers
+    # move it where two more epochs on the same ones (wideenglish2) did not? Frozen start
+    # runs/NAME_init; resumes like light7
+    INIT=runs/${NAME:-widemix2}_init/wide CONFIG=scripts/net_mel_3x768.json \
+      BUDGET_S=${BUDGET_S:-2700} BATCH=${BATCH:-32} light_stage "${NAME:-widemix2}" "${LR:-1e-4}" \
+      "${ENGLISH3_DATA[@]}" "data/kokoro_mix2/train.jsonl*${KX:-2}"
+    ;;
   wideher)
     # her's recipe (the corpus models/default first learnt beside her prompts x9, a fifth of
     # the utterances, at a low peak; the stage that read TTS dev 1.27 points better for the
@@ -881,7 +890,7 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
       --lm-name "data/lm/her_train.txt=her train prompts"
     ;;
   *)
-    echo "usage: $0 data|corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|wide768x|her|her2|wideher|soft|look|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate|kokoro-en|english|kokoro-mix|english3|wideenglish|kokoro-mix2" >&2; exit 2
+    echo "usage: $0 data|corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|wide768x|her|her2|wideher|soft|look|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate|kokoro-en|english|kokoro-mix|english3|wideenglish|kokoro-mix2|widemix2" >&2; exit 2
     ;;
 esac
 exit
