@@ -220,6 +220,18 @@ def test_english_voices_speak_american_and_british_as_women_and_men(tmp_path: Pa
     assert np.array_equal(a, b)  # a render is repeatable: resumed builds agree
 
 
+def _assert_convex_within_groups(
+    mixes: dict[str, tuple[tuple[str, float], ...]], max_share: float
+) -> None:
+    """Each mix weighs two or three packs of its own group (accent and sex), none at
+    `max_share` or more, and its weights sum to 1."""
+    for name, mix in mixes.items():
+        names = [pack for pack, _ in mix]
+        assert 2 <= len(set(names)) == len(names) <= 3, name
+        assert all(p.startswith(name[:3]) and p in kokoro.EN_VOICES for p in names), name
+        assert sum(w for _, w in mix) == pytest.approx(1.0) and max(w for _, w in mix) < max_share
+
+
 def test_english_mixes_are_fixed_convex_and_keep_their_groups_sex_and_accent(
     tmp_path: Path,
 ) -> None:
@@ -237,11 +249,7 @@ def test_english_mixes_are_fixed_convex_and_keep_their_groups_sex_and_accent(
     assert packs == ("af_jessica", "af_sarah") and weights == pytest.approx(
         (0.5352, 0.4648), abs=1e-4
     )
-    for name, mix in kokoro.EN_MIXES.items():
-        names = [pack for pack, _ in mix]
-        assert 2 <= len(set(names)) == len(names) <= 3, name
-        assert all(p.startswith(name[:3]) and p in kokoro.EN_VOICES for p in names), name
-        assert sum(w for _, w in mix) == pytest.approx(1.0) and max(w for _, w in mix) < 0.9
+    _assert_convex_within_groups(kokoro.EN_MIXES, max_share=0.9)
     f0 = {
         name: _median_f0(_to_16k(tmp_path, Voice("kokoro-en-mix", name), Prosody(), name))
         for name in ("af_mix02", "bm_mix02")
@@ -269,10 +277,6 @@ def test_the_second_draw_of_mixes_adds_forty_other_speakers() -> None:
     assert packs == ("bm_fable", "bm_daniel") and weights == pytest.approx(
         (0.4048, 0.5952), abs=1e-4
     )
-    for name, mix in kokoro.EN_MIXES2.items():
-        names = [pack for pack, _ in mix]
-        assert 2 <= len(set(names)) == len(names) <= 3, name
-        assert all(p.startswith(name[:3]) and p in kokoro.EN_VOICES for p in names), name
-        assert sum(w for _, w in mix) == pytest.approx(1.0) and max(w for _, w in mix) < 0.8
+    _assert_convex_within_groups(kokoro.EN_MIXES2, max_share=0.8)
     mixed = kokoro.synthesize("am_mixb01", SPOKEN)
     assert np.array_equal(mixed, kokoro.synthesize("am_mixb01", SPOKEN))  # repeatable
