@@ -135,6 +135,7 @@ def _en_mixes(
     again; the first draw had neither at 0.9 and 0, so it is as it was built."""
     rng = random.Random(seed)
     out: dict[str, tuple[tuple[str, float], ...]] = {}
+    near = list(avoid)  # every speaker a new mix must keep away from
     for group, count in counts.items():
         members = [v for v in EN_VOICES if v.startswith(f"{group}_")]
         for i in range(1, count + 1):
@@ -145,11 +146,11 @@ def _en_mixes(
                 # Gamma(2) draws (a sum of two Exp(1)): Dirichlet(2) after normalising
                 draws = [-math.log(1 - rng.random()) - math.log(1 - rng.random()) for _ in chosen]
                 mix = {pack: d / sum(draws) for pack, d in zip(chosen, draws, strict=True)}
-                near = [*avoid, *(dict(m) for m in out.values())]
                 if max(mix.values()) < max_share and all(
                     _distance(mix, other) >= min_distance for other in near
                 ):
                     break
+            near.append(mix)
             out[f"{group}_{tag}{i:02d}"] = tuple(mix.items())
     return out
 
@@ -163,6 +164,7 @@ EN_MIXES2 = _en_mixes(
     avoid=tuple(dict(m) for m in EN_MIXES.values()),
     min_distance=0.15,
 )
+ALL_EN_MIXES = EN_MIXES | EN_MIXES2  # every mix a voice name may ask for, both draws
 VOICES = (*PACKS, *BLENDS, HIBARI_VOICE)  # every kokoro voice name: all of them train
 # espeak-ng's accents that Kokoro's voices speak through espeak-ng's IPA instead of hibari's US
 # G2P: natural voices with accents no other training voice has (the held-out awb is a
@@ -336,7 +338,7 @@ def load() -> _Engine:
         if pack.is_file():
             styles[voice] = np.fromfile(pack, np.float32).reshape(-1, 256)
     # engines kokoro-en-mix and kokoro-en-mix2, where their packs are installed
-    for name, mix in (EN_MIXES | EN_MIXES2).items():
+    for name, mix in ALL_EN_MIXES.items():
         if all(pack in styles for pack, _ in mix):
             styles[name] = sum(w * styles[pack] for pack, w in mix).astype(np.float32)
     g2p = G2P(unk=_UNREAD)
@@ -384,12 +386,12 @@ def synthesize(voice: str, text: str, speed: float = 1.0) -> F32:
     speaking espeak-ng's phonemes for that accent), at `speed` (1.0 is the voice's own pace):
     float32 audio at SAMPLE_RATE, peak-normalised to 0.9."""
     name, _, accent = voice.partition("@")
-    english = voice in EN_VOICES or voice in EN_MIXES or voice in EN_MIXES2
+    english = voice in EN_VOICES or voice in ALL_EN_MIXES
     if voice not in VOICES and voice not in ACCENTED and not english:
         raise ValueError(
             f"unknown kokoro voice {voice!r}; known: {', '.join(VOICES)}, NAME@ACCENT for "
             f"every one but {HIBARI_VOICE} with ACCENT one of {', '.join(ACCENTS)}, the "
-            f"English packs {', '.join(EN_VOICES)} and their mixes {', '.join(EN_MIXES | EN_MIXES2)}"
+            f"English packs {', '.join(EN_VOICES)} and their mixes {', '.join(ALL_EN_MIXES)}"
         )
     engine = load()
     if english and voice not in engine.styles:

@@ -119,9 +119,7 @@ def _missing(engine: str) -> str | None:
     if engine in voices.KOKORO_ENGINES:
         if not voices.kokoro_available():
             return f"needs {', '.join(kokoro.missing_packages())}"
-        if engine in ("kokoro-en", "kokoro-en-mix", "kokoro-en-mix2") and (
-            missing := kokoro.english_missing()
-        ):
+        if engine in voices.KOKORO_EN_NAMES and (missing := kokoro.english_missing()):
             return f"no English voice packs ({len(missing)} missing) in {kokoro.english_dir()}"
         return None
     available, why = checks[engine]

@@ -18,6 +18,7 @@ import re
 import subprocess
 import tempfile
 import wave
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,13 @@ TRAIN_KOKORO_EN = tuple(Voice("kokoro-en", name) for name in kokoro.EN_VOICES)
 TRAIN_KOKORO_EN_MIX = tuple(Voice("kokoro-en-mix", name) for name in kokoro.EN_MIXES)
 # a second draw of such mixes: 40 other speakers of the same groups
 TRAIN_KOKORO_EN_MIX2 = tuple(Voice("kokoro-en-mix2", name) for name in kokoro.EN_MIXES2)
+# the engines of Kokoro's English packs and their mixes: the names each alone may speak (and how
+# an error calls them); they need the packs from npm
+KOKORO_EN_NAMES: dict[str, tuple[Collection[str], str]] = {
+    "kokoro-en-mix": (kokoro.EN_MIXES, "the English mixes are"),
+    "kokoro-en-mix2": (kokoro.EN_MIXES2, "the second draw's mixes are"),
+    "kokoro-en": (kokoro.EN_VOICES, "Kokoro's English packs are"),
+}
 TRAIN_ESPEAK = tuple(
     Voice("espeak-ng", f"{a}+{v}") for a in ESPEAK_ACCENTS for v in ESPEAK_VARIANTS
 )
@@ -250,14 +258,9 @@ def render_kokoro(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> Non
         raise ValueError(
             f"{voice.label}: an accented kokoro voice is kokoro-accent:NAME@ACCENT, and only it"
         )
-    if (voice.name in kokoro.EN_MIXES) != (voice.engine == "kokoro-en-mix"):
-        raise ValueError(f"{voice.label}: the English mixes are kokoro-en-mix:NAME, and only they")
-    if (voice.name in kokoro.EN_MIXES2) != (voice.engine == "kokoro-en-mix2"):
-        raise ValueError(
-            f"{voice.label}: the second draw's mixes are kokoro-en-mix2:NAME, and only they"
-        )
-    if (voice.name in kokoro.EN_VOICES) != (voice.engine == "kokoro-en"):
-        raise ValueError(f"{voice.label}: Kokoro's English packs are kokoro-en:NAME, and only they")
+    for engine, (names, what) in KOKORO_EN_NAMES.items():
+        if (voice.name in names) != (voice.engine == engine):
+            raise ValueError(f"{voice.label}: {what} {engine}:NAME, and only they")
     kokoro.render(voice.name, spoken, prosody.rate, wav)
 
 
