@@ -36,6 +36,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "is one bundle better than another? paired bootstrap over two `eval` reports",
     ),
     "build-lm": ("decoder.build", "build a KenLM n-gram (word or character) for decoding"),
+    "mix-lm": (
+        "decoder.mix",
+        "interpolate a general English LM (ARPA or PocketSphinx's) with a bundle's own",
+    ),
     "ensemble": (
         "models.ensemble",
         "add a second network to a bundle: their per-frame probabilities are averaged",

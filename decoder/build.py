@@ -79,7 +79,8 @@ def main(args: argparse.Namespace) -> int:
         raise SystemExit(f"--order must be in 2..6 (KenLM's build limit), got {args.order}")
     given = {k: v for k, v in (("alpha", args.alpha), ("beta", args.beta)) if v is not None}
     try:
-        kept = read_decoder_json(args.out)["config"] if (args.out / DECODER_JSON).is_file() else {}
+        old = read_decoder_json(args.out) if (args.out / DECODER_JSON).is_file() else {}
+        kept, mixed = old.get("config", {}), old.get("mix", [])
         config = DecoderConfig(**{**kept, **given})
     except ValueError as e:
         raise SystemExit(f"{args.out / DECODER_JSON}: {e}; fix or remove it") from None
@@ -102,6 +103,9 @@ def main(args: argparse.Namespace) -> int:
     print(f"wrote {args.out}/lm.binary ({size / 1e6:.2f} MB), unigrams.txt, decoder.json")
     if kept:
         print(f"kept {DECODER_JSON}'s search settings; re-tune alpha and beta for the new LM")
+    if mixed:
+        names = ", ".join(m["lm"] for m in mixed)
+        print(f"the new LM is not mixed with {names}; mix again with harken mix-lm")
     return 0
 
 

@@ -16,7 +16,7 @@ read-only, so streams and threads share it freely.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -80,3 +80,52 @@ class KenLM:
     def finish(self, state: Hashable) -> float:
         out = kenlm.State()
         return float(self._model.BaseScore(state, "</s>", out)) * LN10
+
+
+class InterpolatedLM:
+    """Linear interpolation of LMs of one unit: p(w | h) = sum_i weight_i p_i(w | h).
+
+    A small in-domain LM knows the phrasing of its texts and little else; a large general one
+    knows English. Mixing them per query keeps each model's own history (their orders may
+    differ) and the mixture exactly normalised, with no backoff weights to recompute, which a
+    merged ARPA would need; the price is one KenLM lookup per model at each word boundary.
+    A token is known if any model knows it.
+    """
+
+    def __init__(self, models: Sequence[LanguageModel], weights: Sequence[float]):
+        if len(models) != len(weights) or len(models) < 2:
+            raise ValueError("an interpolated LM needs two or more models, one weight each")
+        if any(not 0.0 < w < 1.0 for w in weights) or abs(sum(weights) - 1.0) > 1e-6:
+            raise ValueError(
+                f"mixture weights must lie in (0, 1) and sum to 1, got {list(weights)}"
+            )
+        units = {m.unit for m in models}
+        if len(units) != 1:
+            raise ValueError(f"cannot mix LMs of different units: {sorted(units)}")
+        self._unit: Unit = models[0].unit
+        self.models = tuple(models)
+        self.weights = tuple(float(w) for w in weights)
+        self._log_weights = tuple(math.log(w) for w in self.weights)
+
+    @property
+    def unit(self) -> Unit:
+        return self._unit
+
+    def begin(self) -> Hashable:
+        return tuple(m.begin() for m in self.models)
+
+    def score(self, state: Hashable, token: str) -> tuple[float, Hashable, bool]:
+        assert isinstance(state, tuple)
+        scored = [m.score(s, token) for m, s in zip(self.models, state, strict=True)]
+        ln = _log_sum([lw + s[0] for lw, s in zip(self._log_weights, scored, strict=True)])
+        return ln, tuple(s[1] for s in scored), any(s[2] for s in scored)
+
+    def finish(self, state: Hashable) -> float:
+        assert isinstance(state, tuple)
+        ends = [m.finish(s) for m, s in zip(self.models, state, strict=True)]
+        return _log_sum([lw + e for lw, e in zip(self._log_weights, ends, strict=True)])
+
+
+def _log_sum(values: list[float]) -> float:
+    top = max(values)
+    return top + math.log(sum(math.exp(v - top) for v in values))

@@ -1,7 +1,11 @@
 """decoder.json: the files and tuned settings of a bundle's LM, and loading a decoder from it.
 
     {"lm": "lm.binary", "unigrams": "unigrams.txt", "unit": "word", "order": 4,
-     "config": {"alpha": 0.5, "beta": 1.0, "beam_width": 64, ...}}
+     "config": {"alpha": 0.5, "beta": 1.0, "beam_width": 64, ...},
+     "mix": [{"lm": "general.binary", "unigrams": "general.unigrams.txt", "weight": 0.8}]}
+
+`mix` (optional, `harken mix-lm`) interpolates further LMs with the first one, each at its
+weight (the first LM gets the rest); the search knows the words of every unigram list.
 
 `config` holds DecoderConfig fields; frame_seconds is not among them, since it belongs to
 the acoustic model (the bundle's config.json), and the caller passes it.
@@ -16,7 +20,7 @@ from typing import Any
 
 from decoder.alphabet import Alphabet
 from decoder.beam import BeamSearchDecoder, DecoderConfig
-from decoder.lm import KenLM, Unit
+from decoder.lm import InterpolatedLM, KenLM, LanguageModel, Unit
 
 DECODER_JSON = "decoder.json"
 _NOT_SAVED = ("frame_seconds",)
@@ -80,7 +84,24 @@ def load_decoder(
     directory = Path(directory)
     doc = read_decoder_json(directory)
     config = load_config(directory, frame_seconds, **overrides)
-    lm = KenLM(directory / doc["lm"], unit=doc.get("unit", "word"))
-    unigram_path = directory / doc["unigrams"] if doc.get("unigrams") else None
-    unigrams = unigram_path.read_text().split() if unigram_path is not None else None
+    unit = doc.get("unit", "word")
+    lm: LanguageModel = KenLM(directory / doc["lm"], unit=unit)
+    unigrams = _words(directory, doc)
+    mix = doc.get("mix", [])
+    if mix:
+        try:
+            weights = [float(m["weight"]) for m in mix]
+            models = [KenLM(directory / m["lm"], unit=unit) for m in mix]
+            lm = InterpolatedLM([lm, *models], [1.0 - sum(weights), *weights])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{directory / DECODER_JSON}: bad mix {mix!r}: {e}") from None
+        if unigrams is not None:
+            extra = [w for m in mix for w in _words(directory, m) or ()]
+            unigrams = sorted(set(unigrams).union(extra))
     return BeamSearchDecoder(alphabet, config, lm, unigrams)
+
+
+def _words(directory: Path, entry: dict[str, Any]) -> list[str] | None:
+    """The words of an entry's unigram list (None if it names none)."""
+    name: str | None = entry.get("unigrams")
+    return (directory / name).read_text().split() if name else None

@@ -189,6 +189,13 @@ def language_model_lines(
             f"- text: {name}{times}, {text['sentences']:,} sentences, {text['words']:,} words, "
             f"{text['vocabulary']:,} distinct{held}"
         )
+    for m in decoder.get("mix", []):
+        counts = "/".join(f"{n:,}" for n in m.get("ngrams", []))
+        lines.append(
+            f"- interpolated at {m['weight']} with {names.get(m['lm'], m.get('source', m['lm']))}: "
+            f"a {m.get('order')}-gram ({counts} n-grams), {m.get('vocabulary', 0):,} words "
+            "spelt in the alphabet (`harken mix-lm`)"
+        )
     lines.append(
         f"- weight {cfg.get('alpha')}, insertion bonus {cfg.get('beta')} (`harken tune-lm` on "
         f"dev), beam {cfg.get('beam_width')}"

@@ -105,6 +105,8 @@
 #   bash scripts/make_default.sh pair     # models/default and RUN's network as one ensemble
 #                                         # bundle in B (W: the second's share), then `evaluate`
 #   bash scripts/make_default.sh lm       # the LM: fortunes beside WordNet's glosses, into B
+#   bash scripts/make_default.sh general  # PocketSphinx's general English trigram mixed into
+#                                         # B's LM at 0.8 (after lm; models/results/general_lm.md)
 #   bash scripts/make_default.sh evaluate # speaker-warp factors, alpha/beta, dev/test eval, CARD.md
 
 # The whole script is one { } block that ends in `exit`: bash parses it all before the first
@@ -810,6 +812,14 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
     $H build-lm --text 'data/corpus/lm_text.txt*3' data/lm/wordnet.txt data/lm/corpora.txt \
       'data/lm/her_train.txt*30' --order 4 --prune 0 0 1 --quantize 8 --out $B
     ;;
+  general)
+    # a general US English trigram (PocketSphinx 5.1.1's en-us.lm.bin, from the peers extra)
+    # interpolated with B's LM: the fortunes and glosses know their own phrasing, it knows
+    # English (models/results/general_lm.md); `evaluate` then re-tunes the weight and bonus
+    P=$(.venv/bin/python -c 'import os, pocketsphinx
+print(os.path.join(pocketsphinx.get_model_path(), "en-us", "en-us.lm.bin"))')
+    $H mix-lm --bundle $B --lm "$P" --weight "${WEIGHT:-0.8}" --name general
+    ;;
   evaluate)
     # speaker adaptation first: the LM weight is tuned on the outputs the server will decode
     # DECIDE_FRAMES: output frames of speech before a stream keeps one warp; until then it runs
@@ -887,7 +897,8 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
       --lm-name "data/corpus/lm_text.txt=the corpus's fortune sentences that dev and test do not use" \
       --lm-name "data/lm/wordnet.txt=WordNet's glosses" \
       --lm-name "data/lm/corpora.txt=the sentences corpus5-8 speak" \
-      --lm-name "data/lm/her_train.txt=her train prompts"
+      --lm-name "data/lm/her_train.txt=her train prompts" \
+      --lm-name "general.binary=PocketSphinx 5.1.1's general US English trigram (en-us.lm.bin)"
     ;;
   *)
     echo "usage: $0 data|corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|wide768x|her|her2|wideher|soft|look|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate|kokoro-en|english|kokoro-mix|english3|wideenglish|kokoro-mix2|widemix2" >&2; exit 2

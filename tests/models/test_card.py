@@ -120,3 +120,25 @@ def test_the_language_model_and_its_texts_are_described() -> None:
     assert [line for line in lines if line.startswith("- text: ")] == [
         "- text: not recorded (decoder.json was written before build-lm kept it)"
     ]
+
+
+def test_a_mixed_in_general_lm_is_described_with_its_weight() -> None:
+    decoder = {
+        "order": 4,
+        "unit": "word",
+        "config": {"alpha": 0.8, "beta": 0.5, "beam_width": 768},
+        "texts": [],
+        "mix": [
+            {"lm": "general.binary", "order": 3, "ngrams": [72547, 2051541, 1669625],
+             "vocabulary": 72266, "source": "en-us.lm.bin (sha256 db21)", "weight": 0.8}
+        ],
+    }  # fmt: skip
+    names = {"general.binary": "PocketSphinx's US English trigram"}
+    lines = language_model_lines(decoder, 80000, 8_000_000, names)
+    assert (
+        "- interpolated at 0.8 with PocketSphinx's US English trigram: a 3-gram "
+        "(72,547/2,051,541/1,669,625 n-grams), 72,266 words spelt in the alphabet "
+        "(`harken mix-lm`)" in lines
+    )
+    unnamed = language_model_lines(decoder, 80000, 8_000_000)
+    assert any("interpolated at 0.8 with en-us.lm.bin (sha256 db21)" in line for line in unnamed)
