@@ -67,6 +67,11 @@ class KenLM:
     def order(self) -> int:
         return int(self._model.order)
 
+    @property
+    def raw(self) -> Any:
+        """The `kenlm.Model` itself, for callers that query it in a tight loop."""
+        return self._model
+
     def begin(self) -> Hashable:
         state = kenlm.State()
         self._model.BeginSentenceWrite(state)
@@ -83,16 +88,17 @@ class KenLM:
 
 
 class InterpolatedLM:
-    """Linear interpolation of LMs of one unit: p(w | h) = sum_i weight_i p_i(w | h).
+    """Linear interpolation of KenLMs of one unit: p(w | h) = sum_i weight_i p_i(w | h).
 
     A small in-domain LM knows the phrasing of its texts and little else; a large general one
     knows English. Mixing them per query keeps each model's own history (their orders may
     differ) and the mixture exactly normalised, with no backoff weights to recompute, which a
-    merged ARPA would need; the price is one KenLM lookup per model at each word boundary.
+    merged ARPA would need; the price is one KenLM lookup per model at each word boundary,
+    so this class calls the KenLM module directly rather than through `KenLM.score`.
     A token is known if any model knows it.
     """
 
-    def __init__(self, models: Sequence[LanguageModel], weights: Sequence[float]):
+    def __init__(self, models: Sequence[KenLM], weights: Sequence[float]):
         if len(models) != len(weights) or len(models) < 2:
             raise ValueError("an interpolated LM needs two or more models, one weight each")
         if any(not 0.0 < w < 1.0 for w in weights) or abs(sum(weights) - 1.0) > 1e-6:
@@ -105,7 +111,7 @@ class InterpolatedLM:
         self._unit: Unit = models[0].unit
         self.models = tuple(models)
         self.weights = tuple(float(w) for w in weights)
-        self._log_weights = tuple(math.log(w) for w in self.weights)
+        self._parts = tuple((m.raw, w) for m, w in zip(self.models, self.weights, strict=True))
 
     @property
     def unit(self) -> Unit:
@@ -116,16 +122,22 @@ class InterpolatedLM:
 
     def score(self, state: Hashable, token: str) -> tuple[float, Hashable, bool]:
         assert isinstance(state, tuple)
-        scored = [m.score(s, token) for m, s in zip(self.models, state, strict=True)]
-        ln = _log_sum([lw + s[0] for lw, s in zip(self._log_weights, scored, strict=True)])
-        return ln, tuple(s[1] for s in scored), any(s[2] for s in scored)
+        p, outs, known = 0.0, [], False
+        for (model, weight), before in zip(self._parts, state, strict=True):
+            out = kenlm.State()
+            p += weight * 10.0 ** model.BaseScore(before, token, out)
+            outs.append(out)
+            known = known or token in model
+        return _ln(p), tuple(outs), known
 
     def finish(self, state: Hashable) -> float:
         assert isinstance(state, tuple)
-        ends = [m.finish(s) for m, s in zip(self.models, state, strict=True)]
-        return _log_sum([lw + e for lw, e in zip(self._log_weights, ends, strict=True)])
+        p = 0.0
+        for (model, weight), before in zip(self._parts, state, strict=True):
+            p += weight * 10.0 ** model.BaseScore(before, "</s>", kenlm.State())
+        return _ln(p)
 
 
-def _log_sum(values: list[float]) -> float:
-    top = max(values)
-    return top + math.log(sum(math.exp(v - top) for v in values))
+def _ln(p: float) -> float:
+    """ln p; KenLM's floor is log10 -100 (an unknown word without <unk>), far above underflow."""
+    return math.log(p) if p > 0.0 else -1e4

@@ -85,14 +85,15 @@ def load_decoder(
     doc = read_decoder_json(directory)
     config = load_config(directory, frame_seconds, **overrides)
     unit = doc.get("unit", "word")
-    lm: LanguageModel = KenLM(directory / doc["lm"], unit=unit)
+    own = KenLM(directory / doc["lm"], unit=unit)
+    lm: LanguageModel = own
     unigrams = _words(directory, doc)
     mix = doc.get("mix", [])
     if mix:
         try:
             weights = [float(m["weight"]) for m in mix]
             models = [KenLM(directory / m["lm"], unit=unit) for m in mix]
-            lm = InterpolatedLM([lm, *models], [1.0 - sum(weights), *weights])
+            lm = InterpolatedLM([own, *models], [1.0 - sum(weights), *weights])
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{directory / DECODER_JSON}: bad mix {mix!r}: {e}") from None
         if unigrams is not None:
