@@ -16,7 +16,7 @@ import torch
 from websockets.sync.client import ClientConnection, connect
 
 import harken_cli
-from decoder.lm import KenLM
+from decoder.lm import InterpolatedLM, KenLM
 from models.bundle import load_bundle, save_bundle
 from models.config import FeatureConfig, WarpMerge
 from models.ds2 import DS2
@@ -164,9 +164,13 @@ def test_a_bundle_with_an_lm_is_decoded_with_it(tiny_bundle: Path, tmp_path: Pat
         pytest.skip("models/default has no LM yet")
     bundle = tmp_path / "with-lm"
     shutil.copytree(tiny_bundle, bundle)
-    for name in ("decoder.json", "lm.binary", "unigrams.txt"):
-        shutil.copy(default / name, bundle / name)
-    assert isinstance(build_decoder(bundle, load_bundle(bundle).config).lm, KenLM)  # type: ignore[attr-defined]
+    search = json.loads((default / "decoder.json").read_text())
+    for entry in (search, *search.get("mix", [])):  # the LM, and any general LM mixed in
+        for name in (entry["lm"], entry["unigrams"]):
+            shutil.copy(default / name, bundle / name)
+    shutil.copy(default / "decoder.json", bundle / "decoder.json")
+    lm = build_decoder(bundle, load_bundle(bundle).config).lm  # type: ignore[attr-defined]
+    assert isinstance(lm, InterpolatedLM if search.get("mix") else KenLM)
     expected = reference_text(bundle, np.frombuffer(AUDIO_PCM, "<i2").astype(np.float32) / 32768)
     with (
         running(ServerConfig(dtype="fp32", bundle=str(bundle))) as server,
