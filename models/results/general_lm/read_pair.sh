@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Read trained networks as the pair's first and/or second network with the shipped search (the
+# general LM mixed in), against the shipped pair, on both dev sets (general_lm.md's readings):
+#
+#   bash models/results/general_lm/read_pair.sh OUT FIRST_BUNDLE WIDE_BUNDLE SHARE
+#
+# FIRST_BUNDLE / WIDE_BUNDLE: a bundle whose model.safetensors replaces models/default's first
+# network / wide/ network, or - to keep the shipped one; SHARE: the wide network's share. Copies
+# models/default to runs/OUT, evaluates data/corpus and data/asterisk dev with the beam, and
+# writes paired comparisons against models/results/default_eval_{dev,real_dev}.json to
+# runs/OUT_cmp_{corpus,asterisk}.md.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+out=$1 first=$2 wide=$3 share=$4
+d=runs/$out
+rm -rf "$d" && cp -r models/default "$d"
+[ "$first" != - ] && cp "$first/model.safetensors" "$d/"
+[ "$wide" != - ] && cp "$wide/model.safetensors" "$d/wide/"
+.venv/bin/python - "$d/config.json" "$share" <<'PY'
+import json, sys
+path, share = sys.argv[1], float(sys.argv[2])
+config = json.load(open(path))
+config["ensemble"]["members"][0]["weight"] = share
+open(path, "w").write(json.dumps(config, indent=1) + "\n")
+PY
+for s in corpus asterisk; do
+  .venv/bin/harken eval --bundle "$d" --manifest data/$s/dev.jsonl --beam --threads 2 \
+    --out "runs/${out}_$s.json" >/dev/null
+done
+.venv/bin/harken compare models/results/default_eval_dev.json "runs/${out}_corpus.json" \
+  --out "runs/${out}_cmp_corpus.md"
+.venv/bin/harken compare models/results/default_eval_real_dev.json "runs/${out}_asterisk.json" \
+  --out "runs/${out}_cmp_asterisk.md"
