@@ -153,8 +153,10 @@ def run_bench(
     frame_seconds: float,
     inputs: dict[str, Any],
 ) -> dict[str, Any]:
-    """Everything issue 3 asks for, as one JSON-able dict."""
-    decoder = load_decoder(lm_dir, alphabet, frame_seconds)
+    """Everything issue 3 asks for, as one JSON-able dict. Our search reads the bundle's own
+    LM alone, without any general LM mixed in (`harken mix-lm`): the peers read one LM, and
+    the rows compare searches, not LMs."""
+    decoder = load_decoder(lm_dir, alphabet, frame_seconds, mix=False)
     flat = [flatten(lp) for lp in log_probs]
     results: dict[str, Any] = {"inputs": inputs, "config": decoder.config.__dict__}
     results.update(compare(log_probs, refs, decoder, lm_dir))

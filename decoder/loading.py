@@ -77,10 +77,16 @@ def load_config(directory: Path, frame_seconds: float, **overrides: Any) -> Deco
 
 
 def load_decoder(
-    directory: Path, alphabet: Alphabet, frame_seconds: float, **overrides: Any
+    directory: Path,
+    alphabet: Alphabet,
+    frame_seconds: float,
+    *,
+    mix: bool = True,
+    **overrides: Any,
 ) -> BeamSearchDecoder:
     """The beam search decoder a directory's decoder.json describes (LM and unigrams loaded
-    once; share the result between streams)."""
+    once; share the result between streams). `mix=False` leaves out any mixed-in LMs: the
+    bundle's own LM alone, as a peer decoder that reads one LM would use it."""
     directory = Path(directory)
     doc = read_decoder_json(directory)
     config = load_config(directory, frame_seconds, **overrides)
@@ -88,16 +94,16 @@ def load_decoder(
     own = KenLM(directory / doc["lm"], unit=unit)
     lm: LanguageModel = own
     unigrams = _words(directory, doc)
-    mix = doc.get("mix", [])
-    if mix:
+    mixed = doc.get("mix", []) if mix else []
+    if mixed:
         try:
-            weights = [float(m["weight"]) for m in mix]
-            models = [KenLM(directory / m["lm"], unit=unit) for m in mix]
+            weights = [float(m["weight"]) for m in mixed]
+            models = [KenLM(directory / m["lm"], unit=unit) for m in mixed]
             lm = InterpolatedLM([own, *models], [1.0 - sum(weights), *weights])
         except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"{directory / DECODER_JSON}: bad mix {mix!r}: {e}") from None
+            raise ValueError(f"{directory / DECODER_JSON}: bad mix {mixed!r}: {e}") from None
         if unigrams is not None:
-            extra = [w for m in mix for w in _words(directory, m) or ()]
+            extra = [w for m in mixed for w in _words(directory, m) or ()]
             unigrams = sorted(set(unigrams).union(extra))
     return BeamSearchDecoder(alphabet, config, lm, unigrams)
 

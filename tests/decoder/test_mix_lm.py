@@ -117,6 +117,9 @@ def test_mix_lm_lets_the_search_hear_a_word_only_the_general_lm_knows(
     mixed = load_decoder(bundle, TINY, 0.02)
     assert isinstance(mixed.lm, InterpolatedLM)
     assert mixed.decode(log_probs)[0].text == "bb a"
+    # what `harken bench-decoder` reads, to compare searches on one LM: the bundle's own
+    own = load_decoder(bundle, TINY, 0.02, mix=False)
+    assert isinstance(own.lm, KenLM) and own.decode(log_probs)[0].text == alone
 
     # and out again: the bundle decodes as before
     assert _run(bundle=bundle, remove="general") == 0
