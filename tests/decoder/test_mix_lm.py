@@ -148,10 +148,16 @@ def test_mix_lm_refuses_bad_requests_with_a_reason(tmp_path: Path, general: Path
     assert not (bundle / "general.binary").exists()
 
 
-def test_a_pocketsphinx_trie_reads_back_as_the_arpa_it_was_built_from(tmp_path: Path) -> None:
+@pytest.mark.parametrize("order", [2, 3])
+def test_a_pocketsphinx_trie_reads_back_as_the_arpa_it_was_built_from(
+    tmp_path: Path, order: int
+) -> None:
     ps = pytest.importorskip("pocketsphinx")
     arpa = tmp_path / "general.arpa"
-    arpa.write_text(GENERAL)
+    if order == 3:
+        arpa.write_text(GENERAL)
+    else:
+        write_arpa(arpa, WORDS, WORD_BIGRAMS)
     logmath = ps.LogMath()  # held: the model keeps a pointer to it
     model = ps.NGramModel(ps.Config(), logmath, str(arpa))
     model.write(str(tmp_path / "general.bin"), ps.NGramModel.str_to_type("bin"))
@@ -159,7 +165,7 @@ def test_a_pocketsphinx_trie_reads_back_as_the_arpa_it_was_built_from(tmp_path: 
     back = tmp_path / "back.arpa"
     sphinx_lm.write_arpa(read_sphinx_trie(tmp_path / "general.bin"), back)
     original, read = kenlm.Model(str(arpa)), kenlm.Model(str(back))
-    for sentence in ("bb a", "a b", "bb a b ab", "ab bb", "a a a"):
+    for sentence in ("bb a", "a b", "bb a b ab", "ab bb", "a a a", "ab ba", "zz a"):
         assert read.score(sentence) == pytest.approx(original.score(sentence), abs=1e-3)
 
 
