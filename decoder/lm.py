@@ -110,8 +110,7 @@ class InterpolatedLM:
             raise ValueError(f"cannot mix LMs of different units: {sorted(units)}")
         self._unit: Unit = models[0].unit
         self.models = tuple(models)
-        self.weights = tuple(float(w) for w in weights)
-        self._parts = tuple((m.raw, w) for m, w in zip(self.models, self.weights, strict=True))
+        self._parts = tuple((m.raw, float(w)) for m, w in zip(models, weights, strict=True))
 
     @property
     def unit(self) -> Unit:

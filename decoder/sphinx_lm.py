@@ -87,10 +87,8 @@ def read_sphinx_trie(path: Path) -> SphinxLM:
     if len(vocabulary) != counts[0]:
         raise ValueError(f"{path}: {len(vocabulary)} words for {counts[0]} unigrams")
 
-    orders = [
-        Order(np.arange(counts[0])[:, None], _log10(ug["prob"][:-1]), _log10(ug["backoff"][:-1]))
-    ]
     paths = np.arange(counts[0])[:, None]  # trie paths of the previous order, root first
+    orders = [Order(paths, _log10(ug["prob"][:-1]), _log10(ug["backoff"][:-1]))]
     bounds = ug["next"].astype(np.int64)  # children of entry i: bounds[i]..bounds[i + 1]
     start = 0
     for k, ((_, bits, next_bits), size) in enumerate(zip(layouts, sizes, strict=True), start=1):
@@ -103,12 +101,13 @@ def read_sphinx_trie(path: Path) -> SphinxLM:
         paths = np.concatenate([paths[parent], word[:, None]], axis=1)
         if next_bits:
             table = tables[2 * (k - 1)]
-            backoff = tables[2 * (k - 1) + 1][_read_bits(block, at[:-1] + word_bits, 16)]
-            prob = table[_read_bits(block, at[:-1] + word_bits + 16, 16)]
-            bounds = _read_bits(block, at + word_bits + 32, next_bits)
+            codes = at[:-1] + word_bits  # a backoff code, then a probability code
+            backoff = tables[2 * (k - 1) + 1][_read_bits(block, codes, _QUANT_BITS)]
+            prob = table[_read_bits(block, codes + _QUANT_BITS, _QUANT_BITS)]
+            bounds = _read_bits(block, at + word_bits + 2 * _QUANT_BITS, next_bits)
             orders.append(Order(paths[:, ::-1].copy(), _log10(prob), _log10(backoff)))
         else:
-            prob = tables[-1][_read_bits(block, at[:-1] + word_bits, 16)]
+            prob = tables[-1][_read_bits(block, at[:-1] + word_bits, _QUANT_BITS)]
             orders.append(Order(paths[:, ::-1].copy(), _log10(prob), None))
     return SphinxLM(vocabulary, orders)
 
