@@ -643,6 +643,15 @@ case "${1:-}" in
     # fifth of the utterances (x16): do more speakers of the same kind move TTS dev further?
     BATCH=${BATCH:-32} light_stage "${NAME:-english3}" "${LR:-1e-4}" "${ENGLISH3_DATA[@]}"
     ;;
+  brown)
+    # the first network on prose: english's recipe from models/default, with the Brown corpus's
+    # training samples (data/corpus9, `text8`) twice an epoch beside data/corpus, Kokoro's
+    # English voices and their mixes, and her prompts (models/results/prose.md); prose dev is
+    # the set that says whether it learnt prose. Killed, the same command resumes it
+    BATCH=${BATCH:-32} light_stage "${NAME:-brown}" "${LR:-1e-4}" "data/corpus9/train.jsonl*2" \
+      data/corpus/train.jsonl data/kokoro_en/train.jsonl data/kokoro_mix/train.jsonl \
+      "data/asterisk/train.jsonl*${HER:-16}"
+    ;;
   english)
     # her's recipe (the shipped first network's last stage) with Kokoro's English voices
     # (`kokoro-en`) beside data/corpus and her prompts, from models/default; both threads
@@ -934,7 +943,7 @@ print(os.path.join(pocketsphinx.get_model_path(), "en-us", "en-us.lm.bin"))')
       --lm-name "general.binary=PocketSphinx 5.1.1's general US English trigram (en-us.lm.bin)"
     ;;
   *)
-    echo "usage: $0 data|corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|text8|prose|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|wide768x|her|her2|wideher|soft|look|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate|kokoro-en|english|kokoro-mix|english3|wideenglish|kokoro-mix2|widemix2" >&2; exit 2
+    echo "usage: $0 data|corpus|train|finetune|lifter|more|pico|again|voices|voices2|voices3|people|probe|text|plans|text2|newtext|text3|text4|text5|text6|text7|text8|prose|brown|mix|mixsoup|mix5|mix5soup|light5|lightsoup|light6|light6soup|light7|light8|wide768|wide768x|her|her2|wideher|soft|look|gpusoup|real1|wide|big|big2|mid|mid2|mid3|teacher|distill|control|gentle|scratch-distill|scratch-control|finish|lm|evaluate|kokoro-en|english|kokoro-mix|english3|wideenglish|kokoro-mix2|widemix2" >&2; exit 2
     ;;
 esac
 exit

@@ -6,9 +6,9 @@
 #
 # FIRST_BUNDLE / WIDE_BUNDLE: a bundle whose model.safetensors replaces models/default's first
 # network / wide/ network, or - to keep the shipped one; SHARE: the wide network's share. Copies
-# models/default to runs/OUT, evaluates data/corpus and data/asterisk dev with the beam, and
-# writes paired comparisons against models/results/default_eval_{dev,real_dev}.json to
-# runs/OUT_cmp_{corpus,asterisk}.md.
+# models/default to runs/OUT, evaluates data/corpus, data/asterisk and (once built) data/prose
+# dev with the beam, and writes paired comparisons against
+# models/results/default_eval_{dev,real_dev,prose_dev}.json to runs/OUT_cmp_{corpus,asterisk,prose}.md.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 out=$1 first=$2 wide=$3 share=$4
@@ -23,7 +23,9 @@ config = json.load(open(path))
 config["ensemble"]["members"][0]["weight"] = share
 open(path, "w").write(json.dumps(config, indent=1) + "\n")
 PY
-for s in corpus asterisk; do
+sets=(corpus asterisk)
+[ -f data/prose/dev.jsonl ] && sets+=(prose)  # `make_default.sh prose` (models/results/prose.md)
+for s in "${sets[@]}"; do
   .venv/bin/harken eval --bundle "$d" --manifest data/$s/dev.jsonl --beam --threads 2 \
     --out "runs/${out}_$s.json" >/dev/null
 done
@@ -31,3 +33,7 @@ done
   --out "runs/${out}_cmp_corpus.md"
 .venv/bin/harken compare models/results/default_eval_real_dev.json "runs/${out}_asterisk.json" \
   --out "runs/${out}_cmp_asterisk.md"
+if [ -f "runs/${out}_prose.json" ]; then
+  .venv/bin/harken compare models/results/default_eval_prose_dev.json "runs/${out}_prose.json" \
+    --out "runs/${out}_cmp_prose.md"
+fi
