@@ -11,24 +11,17 @@ word. One JSON line of beam WER per point (g, alpha, beta), two points at a time
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-import json
 import sys
 from collections.abc import Hashable
-from multiprocessing import Pool
 from pathlib import Path
 from typing import Any
 
 import kenlm
-import torch
 
-from decoder.alphabet import Alphabet
-from decoder.beam import BeamSearchDecoder
 from decoder.lm import LN10, KenLM, Unit
-from decoder.loading import load_config
-from decoder.metrics import wer
 from models.results.rescore.nbest import load_outputs
+from models.results.rescore.search_probe import beam_wer, run_grid
 
 BUNDLE = Path("models/default")
 SETS = load_outputs(Path(sys.argv[1]))
@@ -73,21 +66,10 @@ class LogLinearLM:
 
 def point(args: tuple[float, ...]) -> dict[str, float]:
     share, alpha, beta = args
-    torch.set_num_threads(1)
-    first = SETS["tts_dev"]
-    base = load_config(BUNDLE, first.config.frame_seconds)
-    config = dataclasses.replace(base, alpha=alpha, beta=beta)
-    alphabet = Alphabet.from_list(first.config.alphabet)
-    decoder = BeamSearchDecoder(alphabet, config, LogLinearLM(share), WORDS)
     row = {"g": share, "alpha": alpha, "beta": beta}
-    for name, out in SETS.items():
-        hyps = [decoder.decode(lp)[0].text for lp in out.log_probs]
-        row[name] = round(100 * wer(zip(out.references, hyps, strict=True)).rate, 2)
-    return row
+    return row | beam_wer(BUNDLE, SETS, LogLinearLM(share), WORDS, alpha, beta)
 
 
 if __name__ == "__main__":
     grid = [[float(x) for x in arg.split(",")] for arg in sys.argv[2:5]]
-    with Pool(2) as pool:
-        for row in pool.imap(point, list(itertools.product(*grid))):
-            print(json.dumps(row), flush=True)
+    run_grid(point, list(itertools.product(*grid)))

@@ -11,22 +11,14 @@ of beam WER per point, two points at a time; the blank penalty and the rest stay
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-import json
 import pickle
 import sys
-from multiprocessing import Pool
 from pathlib import Path
 
-import torch
-
-from decoder.alphabet import Alphabet
-from decoder.beam import BeamSearchDecoder
 from decoder.lm import InterpolatedLM, KenLM
-from decoder.loading import load_config
-from decoder.metrics import wer
 from models.results.rescore.nbest import load_outputs
+from models.results.rescore.search_probe import beam_wer, run_grid
 
 BUNDLE = Path("models/default")
 WORK = Path(sys.argv[1])
@@ -42,21 +34,11 @@ WORDS = sorted(
 
 def point(args: tuple[float, ...]) -> dict[str, float]:
     share, alpha, beta = args
-    torch.set_num_threads(1)
-    first = SETS["tts_dev"]
-    base = load_config(BUNDLE, first.config.frame_seconds)
-    config = dataclasses.replace(base, alpha=alpha, beta=beta)
     lm = InterpolatedLM(MODELS, [1 - share, share])
-    decoder = BeamSearchDecoder(Alphabet.from_list(first.config.alphabet), config, lm, WORDS)
     row = {"share": share, "alpha": alpha, "beta": beta}
-    for name, out in SETS.items():
-        hyps = [decoder.decode(lp)[0].text for lp in out.log_probs]
-        row[name] = round(100 * wer(zip(out.references, hyps, strict=True)).rate, 2)
-    return row
+    return row | beam_wer(BUNDLE, SETS, lm, WORDS, alpha, beta)
 
 
 if __name__ == "__main__":
     grid = [[float(x) for x in arg.split(",")] for arg in sys.argv[2:5]]
-    with Pool(2) as pool:
-        for row in pool.imap(point, list(itertools.product(*grid))):
-            print(json.dumps(row), flush=True)
+    run_grid(point, list(itertools.product(*grid)))
