@@ -13,6 +13,13 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 out=$1 first=$2 wide=$3 share=$4
 d=runs/$out
+# runs/OUT is emptied first: a network to read must not live in it (a training run's own
+# folder once was, and its bundle went with it)
+for src in "$first" "$wide"; do
+  case "$(realpath -m "$src")/" in
+  "$(realpath -m "$d")"/*) echo "read_pair.sh: $src lies inside $d, which this read empties; choose another OUT" >&2; exit 2 ;;
+  esac
+done
 rm -rf "$d" && cp -r models/default "$d"
 [ "$first" != - ] && cp "$first/model.safetensors" "$d/"
 [ "$wide" != - ] && cp "$wide/model.safetensors" "$d/wide/"
