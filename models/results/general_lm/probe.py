@@ -2,29 +2,35 @@
 
 Usage (repository root):
     python models/results/rescore/nbest.py WORK    # caches models/default's dev outputs
+    python models/results/prose/cache.py WORK      # optional: prose dev beside them
     python models/results/general_lm/probe.py WORK BUNDLE LAMBDAS ALPHAS BETAS
 
 BUNDLE is models/default after `harken mix-lm --name general` (its lm.binary, general.binary
 and both unigram lists); LAMBDAS are the general LM's shares (0 = the shipped LM alone), the
 rest comma-separated grids. The blank penalty and everything else stay the bundle's. Prints
-one JSON line of beam WER per point, two points at a time.
+one JSON line of beam WER per point, two points at a time, on TTS dev, her dev and (when
+WORK holds prose_dev.pkl) prose dev.
 """
 
 from __future__ import annotations
 
 import itertools
+import pickle
 import sys
 from pathlib import Path
 
 from decoder.lm import InterpolatedLM, KenLM, LanguageModel
 from models.results.rescore.nbest import load_outputs
-from models.results.rescore.search_probe import beam_wer, run_grid
+from models.results.rescore.search_probe import beam_wer, run_grid, spelt_words
 
 WORK, BUNDLE = Path(sys.argv[1]), Path(sys.argv[2])
 SETS = load_outputs(WORK)
+if (WORK / "prose_dev.pkl").is_file():
+    with open(WORK / "prose_dev.pkl", "rb") as f:
+        SETS["prose_dev"] = pickle.load(f)
 OWN, GENERAL = KenLM(BUNDLE / "lm.binary"), KenLM(BUNDLE / "general.binary")
 OWN_WORDS = (BUNDLE / "unigrams.txt").read_text().split()
-ALL_WORDS = sorted(set(OWN_WORDS) | set((BUNDLE / "general.unigrams.txt").read_text().split()))
+ALL_WORDS = spelt_words(BUNDLE / "unigrams.txt", BUNDLE / "general.unigrams.txt")
 
 
 def point(args: tuple[float, ...]) -> dict[str, float]:

@@ -1,4 +1,5 @@
-"""Caches models/default's outputs over prose dev as WORK/prose_dev.pkl, for probe.py.
+"""Caches models/default's outputs over prose dev as WORK/prose_dev.pkl, where
+`general_lm/probe.py` reads them beside TTS dev and her dev.
 
 Usage (repository root): python models/results/prose/cache.py WORK
 """

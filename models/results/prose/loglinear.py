@@ -21,15 +21,12 @@ import kenlm
 
 from decoder.lm import LN10, KenLM, Unit
 from models.results.rescore.nbest import load_outputs
-from models.results.rescore.search_probe import beam_wer, run_grid
+from models.results.rescore.search_probe import beam_wer, run_grid, spelt_words
 
 BUNDLE = Path("models/default")
 SETS = load_outputs(Path(sys.argv[1]))
 OWN, GENERAL = KenLM(BUNDLE / "lm.binary"), KenLM(BUNDLE / "general.binary")
-WORDS = sorted(
-    set((BUNDLE / "unigrams.txt").read_text().split())
-    | set((BUNDLE / "general.unigrams.txt").read_text().split())
-)
+WORDS = spelt_words(BUNDLE / "unigrams.txt", BUNDLE / "general.unigrams.txt")
 
 
 class LogLinearLM:

@@ -18,16 +18,14 @@ from pathlib import Path
 
 from decoder.lm import InterpolatedLM, KenLM
 from models.results.rescore.nbest import load_outputs
-from models.results.rescore.search_probe import beam_wer, run_grid
+from models.results.rescore.search_probe import beam_wer, run_grid, spelt_words
 
 BUNDLE = Path("models/default")
 WORK, EXTRA = Path(sys.argv[1]), Path(sys.argv[2])
 SETS = load_outputs(WORK)
 MODELS = [KenLM(BUNDLE / "lm.binary"), KenLM(BUNDLE / "general.binary"), KenLM(EXTRA / "lm.binary")]
-WORDS = sorted(
-    set((BUNDLE / "unigrams.txt").read_text().split())
-    | set((BUNDLE / "general.unigrams.txt").read_text().split())
-    | set((EXTRA / "unigrams.txt").read_text().split())
+WORDS = spelt_words(
+    BUNDLE / "unigrams.txt", BUNDLE / "general.unigrams.txt", EXTRA / "unigrams.txt"
 )
 
 

@@ -1,8 +1,8 @@
 """The shared step of the LM probes: read cached network outputs with a bundle's search, an LM
 and a weight and bonus, and report beam WER per set; and run a grid of such points.
 
-The probes (`general_lm/probe.py`, `prose/probe.py`, `prose/third_lm.py`,
-`prose/loglinear.py`) differ only in the LM they build for a point.
+The probes (`general_lm/probe.py`, `prose/third_lm.py`, `prose/loglinear.py`) differ only
+in the LM they build for a point.
 """
 
 from __future__ import annotations
@@ -24,6 +24,11 @@ from decoder.metrics import wer
 from evaluation.model_outputs import ModelOutputs
 
 P = TypeVar("P")
+
+
+def spelt_words(*unigram_files: Path) -> list[str]:
+    """The words the search may spell: the union of the LMs' unigram lists, sorted."""
+    return sorted({w for path in unigram_files for w in path.read_text().split()})
 
 
 def beam_wer(
