@@ -93,6 +93,11 @@
 #                                         # (models/default/wide; runs/wideher; resumes)
 #   bash scripts/make_default.sh wideenglish  # english3's voices for the second network
 #                                         # (runs/wideenglish; resumes)
+#   bash scripts/make_default.sh prose    # prose dev/test: the Brown corpus's held-out fifth in
+#                                         # the held-out voices (data/prose)
+#   bash scripts/make_default.sh text8    # its other 400 samples as training text (data/corpus9)
+#   bash scripts/make_default.sh brown    # corpus9 for the first network (runs/brown; resumes)
+#   bash scripts/make_default.sh widebrown # the same for the second network (runs/widebrown)
 #   bash scripts/make_default.sh soft     # her2 with an ensemble bundle's per-frame mix as soft
 #                                         # targets (TEACHER; runs/soft; resumes)
 #   bash scripts/make_default.sh wide768  # models/default grown to 3 x GRU 768, on every
@@ -651,6 +656,15 @@ case "${1:-}" in
     BATCH=${BATCH:-32} light_stage "${NAME:-brown}" "${LR:-1e-4}" "data/corpus9/train.jsonl*2" \
       data/corpus/train.jsonl data/kokoro_en/train.jsonl data/kokoro_mix/train.jsonl \
       "data/asterisk/train.jsonl*${HER:-16}"
+    ;;
+  widebrown)
+    # brown's data for the pair's second network (models/default/wide, 3 x GRU 768) at
+    # wideenglish's peak and budget: the network that moved TTS test most when it heard new
+    # voices, now hearing new text. Frozen start runs/NAME_init; killed, the same command resumes
+    INIT=runs/${NAME:-widebrown}_init/wide CONFIG=scripts/net_mel_3x768.json \
+      BUDGET_S=${BUDGET_S:-2700} BATCH=${BATCH:-32} light_stage "${NAME:-widebrown}" "${LR:-1e-4}" \
+      "data/corpus9/train.jsonl*2" data/corpus/train.jsonl data/kokoro_en/train.jsonl \
+      data/kokoro_mix/train.jsonl "data/asterisk/train.jsonl*${HER:-16}"
     ;;
   english)
     # her's recipe (the shipped first network's last stage) with Kokoro's English voices
