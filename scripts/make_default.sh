@@ -173,6 +173,12 @@ HELD_OUT=(data/corpus/{dev,test}.jsonl data/asterisk/{dev,test}.jsonl)
 ENGLISH3_DATA=(data/corpus/train.jsonl "data/kokoro_en/train.jsonl*${KX:-2}"
   "data/kokoro_mix/train.jsonl*${KX:-2}" "data/asterisk/train.jsonl*${HER:-16}")
 
+# the Brown stages' data, one list for both networks (brown, widebrown): Brown's training
+# prose (data/corpus9, `text8`) twice beside data/corpus, Kokoro's English packs and their
+# mixes once, and her prompts (HER times)
+BROWN_DATA=("data/corpus9/train.jsonl*2" data/corpus/train.jsonl data/kokoro_en/train.jsonl
+  data/kokoro_mix/train.jsonl "data/asterisk/train.jsonl*${HER:-16}")
+
 # what a corpus of new text (text3, text4) must not speak: every earlier corpus's sentences
 # (their plans or manifests) and the held-out transcripts
 NEW_TEXT_EXCLUDE=(data/plans/{corpus,kokoro,probe,corpus2}.txt data/corpus3/{train,dev,test}.jsonl
@@ -653,9 +659,7 @@ case "${1:-}" in
     # training samples (data/corpus9, `text8`) twice an epoch beside data/corpus, Kokoro's
     # English voices and their mixes, and her prompts (models/results/prose.md); prose dev is
     # the set that says whether it learnt prose. Killed, the same command resumes it
-    BATCH=${BATCH:-32} light_stage "${NAME:-brown}" "${LR:-1e-4}" "data/corpus9/train.jsonl*2" \
-      data/corpus/train.jsonl data/kokoro_en/train.jsonl data/kokoro_mix/train.jsonl \
-      "data/asterisk/train.jsonl*${HER:-16}"
+    BATCH=${BATCH:-32} light_stage "${NAME:-brown}" "${LR:-1e-4}" "${BROWN_DATA[@]}"
     ;;
   widebrown)
     # brown's data for the pair's second network (models/default/wide, 3 x GRU 768) at
@@ -663,8 +667,7 @@ case "${1:-}" in
     # voices, now hearing new text. Frozen start runs/NAME_init; killed, the same command resumes
     INIT=runs/${NAME:-widebrown}_init/wide CONFIG=scripts/net_mel_3x768.json \
       BUDGET_S=${BUDGET_S:-2700} BATCH=${BATCH:-32} light_stage "${NAME:-widebrown}" "${LR:-1e-4}" \
-      "data/corpus9/train.jsonl*2" data/corpus/train.jsonl data/kokoro_en/train.jsonl \
-      data/kokoro_mix/train.jsonl "data/asterisk/train.jsonl*${HER:-16}"
+      "${BROWN_DATA[@]}"
     ;;
   english)
     # her's recipe (the shipped first network's last stage) with Kokoro's English voices

@@ -15,46 +15,11 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from decoder.alphabet import BLANK
-from decoder.metrics import edit_distance
-from evaluation.model_outputs import F32
+from models.metrics import greedy_decode
 from models.results.rescore.nbest import load_outputs
+from models.results.words.words import edits
 
 VOWELS = set("aeiouy")
-
-
-def greedy(log_probs: F32, alphabet: list[str]) -> str:
-    """Best path, repeats merged and blanks dropped."""
-    out, prev = [], -1
-    for i in log_probs.argmax(axis=1).tolist():
-        if i != prev and i != BLANK:
-            out.append(alphabet[i - 1])
-        prev = i
-    return "".join(out).strip()
-
-
-def missed(ref: str, hyp: str) -> list[int]:
-    """Positions of `ref` that a minimal alignment substitutes or deletes."""
-    n, m = len(ref), len(hyp)
-    d = [[i + j if i == 0 or j == 0 else 0 for j in range(m + 1)] for i in range(n + 1)]
-    for i in range(1, n + 1):
-        for j in range(1, m + 1):
-            d[i][j] = min(
-                d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (ref[i - 1] != hyp[j - 1])
-            )
-    assert d[n][m] == edit_distance(list(ref), list(hyp))
-    i, j, out = n, m, []
-    while i > 0 or j > 0:
-        if i > 0 and j > 0 and d[i][j] == d[i - 1][j - 1] + (ref[i - 1] != hyp[j - 1]):
-            if ref[i - 1] != hyp[j - 1]:
-                out.append(i - 1)
-            i, j = i - 1, j - 1
-        elif i > 0 and d[i][j] == d[i - 1][j] + 1:
-            out.append(i - 1)
-            i -= 1
-        else:
-            j -= 1
-    return out
 
 
 def kind(ch: str) -> str:
@@ -71,7 +36,8 @@ def main(work: Path, voice: str, other: str) -> None:
     miss: dict[str, Counter[str]] = defaultdict(Counter)
     for lp, ref, v in zip(out.log_probs, out.references, voices, strict=True):
         seen[v].update(ref)
-        miss[v].update(ref[i] for i in missed(ref, greedy(lp, alphabet)))
+        hyp = greedy_decode(lp, alphabet)
+        miss[v].update(ref[i] for op, i in edits(ref, hyp) if op != "ins")
     for v in sorted(seen):
         rates = {}
         for k in ("vowel", "consonant", "space"):

@@ -1,7 +1,7 @@
 """Does a voice the network hears badly want more LM? Beam WER by voice over a grid of LM
 weights, and with each utterance's weight scaled by how unsure the network is of it.
 
-Usage (repository root, after rescore/nbest.py WORK and prose/cache.py WORK):
+Usage (repository root, after rescore/nbest.py WORK and, for prose dev, prose/cache.py WORK):
     python models/results/confidence/probe.py WORK MODE VALUES
 
 MODE `alpha`: VALUES are LM weights, every utterance the same (bonus scaled with it, keeping
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import pickle
 import sys
 from pathlib import Path
 
@@ -25,14 +24,11 @@ from decoder.alphabet import BLANK, Alphabet
 from decoder.loading import load_decoder
 from decoder.metrics import wer
 from evaluation.model_outputs import F32
-from models.results.rescore.nbest import load_outputs
+from models.results.prose.cache import PROSE_DEV, load_with_prose
+from models.results.rescore.nbest import SETS as NBEST_SETS
 
 BUNDLE = Path("models/default")
-MANIFESTS = {
-    "tts_dev": "data/corpus/dev.jsonl",
-    "her_dev": "data/asterisk/dev.jsonl",
-    "prose_dev": "data/prose/dev.jsonl",
-}
+MANIFESTS = NBEST_SETS | {"prose_dev": PROSE_DEV}
 
 
 def unsureness(log_probs: F32, blank: int) -> float:
@@ -45,9 +41,7 @@ def unsureness(log_probs: F32, blank: int) -> float:
 
 def main(work: Path, mode: str, values: list[float]) -> None:
     torch.set_num_threads(1)
-    sets = load_outputs(work)
-    with open(work / "prose_dev.pkl", "rb") as f:
-        sets["prose_dev"] = pickle.load(f)
+    sets = load_with_prose(work)
     first = next(iter(sets.values()))
     alphabet = Alphabet.from_list(first.config.alphabet)
     base = load_decoder(BUNDLE, alphabet, first.config.frame_seconds)
@@ -55,6 +49,7 @@ def main(work: Path, mode: str, values: list[float]) -> None:
     voices = {
         name: [json.loads(line).get("voice", "?") for line in Path(path).read_text().splitlines()]
         for name, path in MANIFESTS.items()
+        if name in sets
     }
     unsure = {n: [unsureness(lp, BLANK) for lp in out.log_probs] for n, out in sets.items()}
     for value in values:

@@ -15,19 +15,15 @@ WORK holds prose_dev.pkl) prose dev.
 from __future__ import annotations
 
 import itertools
-import pickle
 import sys
 from pathlib import Path
 
 from decoder.lm import InterpolatedLM, KenLM, LanguageModel
-from models.results.rescore.nbest import load_outputs
+from models.results.prose.cache import load_with_prose
 from models.results.rescore.search_probe import beam_wer, run_grid, spelt_words
 
 WORK, BUNDLE = Path(sys.argv[1]), Path(sys.argv[2])
-SETS = load_outputs(WORK)
-if (WORK / "prose_dev.pkl").is_file():
-    with open(WORK / "prose_dev.pkl", "rb") as f:
-        SETS["prose_dev"] = pickle.load(f)
+SETS = load_with_prose(WORK)
 OWN, GENERAL = KenLM(BUNDLE / "lm.binary"), KenLM(BUNDLE / "general.binary")
 OWN_WORDS = (BUNDLE / "unigrams.txt").read_text().split()
 ALL_WORDS = spelt_words(BUNDLE / "unigrams.txt", BUNDLE / "general.unigrams.txt")

@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 
-def alignment(ref: list[str], hyp: list[str]) -> tuple[int, int, int, list[str]]:
-    """Substitutions, deletions, insertions of one minimal word alignment, and the deleted
-    reference words (ties prefer a match or substitution, then a deletion)."""
+def edits(ref: Sequence[str], hyp: Sequence[str]) -> list[tuple[str, int]]:
+    """One minimal alignment's edits, last first: ("sub", i) or ("del", i) at reference
+    position i, ("ins", j) at hypothesis position j (ties prefer a match or substitution, then
+    a deletion). Tokens may be words or letters."""
     n, m = len(ref), len(hyp)
     d = [[i + j if i == 0 or j == 0 else 0 for j in range(m + 1)] for i in range(n + 1)]
     for i in range(1, n + 1):
@@ -25,20 +27,29 @@ def alignment(ref: list[str], hyp: list[str]) -> tuple[int, int, int, list[str]]
             d[i][j] = min(
                 d[i - 1][j - 1] + (ref[i - 1] != hyp[j - 1]), d[i - 1][j] + 1, d[i][j - 1] + 1
             )
-    s = ins = 0
-    dels: list[str] = []
+    out: list[tuple[str, int]] = []
     i, j = n, m
     while i > 0 or j > 0:
         if i and j and d[i][j] == d[i - 1][j - 1] + (ref[i - 1] != hyp[j - 1]):
-            s += ref[i - 1] != hyp[j - 1]
+            if ref[i - 1] != hyp[j - 1]:
+                out.append(("sub", i - 1))
             i, j = i - 1, j - 1
         elif i and d[i][j] == d[i - 1][j] + 1:
-            dels.append(ref[i - 1])
+            out.append(("del", i - 1))
             i -= 1
         else:
-            ins += 1
+            out.append(("ins", j - 1))
             j -= 1
-    return s, len(dels), ins, dels
+    return out
+
+
+def alignment(ref: list[str], hyp: list[str]) -> tuple[int, int, int, list[str]]:
+    """Substitutions, deletions, insertions of one minimal word alignment, and the deleted
+    reference words."""
+    ops = edits(ref, hyp)
+    dels = [ref[i] for kind, i in ops if kind == "del"]
+    subs = sum(kind == "sub" for kind, _ in ops)
+    return subs, len(dels), sum(kind == "ins" for kind, _ in ops), dels
 
 
 def main() -> None:
