@@ -103,7 +103,7 @@ def _standing(evals: dict[str, dict[str, Any]]) -> list[str]:
 
 def _precisions(evals: dict[str, dict[str, Any]]) -> str:
     """The precision the scores were measured in: a server's `--dtype auto` may run another
-    (int8 recurrent layers on CPUs with AMX), whose paired scores are measured separately."""
+    (int8 recurrent layers on most CPUs), whose paired scores are measured separately."""
     found = sorted({str(r["dtype"]) for r in evals.values() if "dtype" in r})
     if not found:
         return ""

@@ -35,8 +35,9 @@ class ServerConfig:
     port: int = 8000  # TCP port; 0 picks a free one
     bundle: str = DEFAULT_BUNDLE  # model bundle directory (models/default by default)
     device: str = "cpu"  # cpu | cuda: where the acoustic model runs
-    # auto | fp32 | bf16 | fp16: model precision. auto: fp16 on CUDA (DS2 §7.2), bf16 on CPUs
-    # with native bf16 units (AMX, AVX512-BF16), fp32 elsewhere (server/precision.py)
+    # auto | fp32 | bf16 | fp16 | int8: model precision. auto: fp16 on CUDA (DS2 §7.2); on a
+    # CPU what was measured fastest for its kind (server/precision.py): int8 recurrent layers
+    # with AMX, on AMD Zen 5 and on AVX2 CPUs without bf16 units, bf16 on AMD Zen 4, else fp32
     dtype: str = "auto"
     policy: str = "eager"  # batch dispatch policy: eager | timeout | none
     max_batch: int = 32  # most streams in one model step

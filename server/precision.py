@@ -15,9 +15,14 @@ third, at the same WER (`loadtest/results/int8/`); the recurrence's weights, rea
 step, take a quarter of fp32's bytes. On AMD Zen 5 (family 26) the same held for the shipped
 pair of networks: at 10, 20 and 40 streams int8 cut the median and p98 by a third to a half
 against bf16, and for one network it was level (`models/results/ensemble/latency_zen5/`).
-Not yet measured on Zen 4 or AVX2-only CPUs, which keep what was. So: fp16 on CUDA; int8 where
-the CPU flags show AMX, and on AMD from Zen 5 on; bf16 on another CPU that is not Intel's with
-AVX512-BF16; fp32 elsewhere.
+On an AVX2-only AMD Zen 3 (family 25 model 1, no bf16 units) int8 served the pair at 10
+streams with half of fp32's median latency and at 20 streams where fp32 fell behind real time
+(`loadtest/results/int8_avx2/`): the step reads its weights in a quarter of the bytes through
+fbgemm's AVX2 kernels, a reason that holds on any AVX2 CPU without bf16 units, so those get
+int8 too. Not yet measured on Zen 4, which keeps bf16. So: fp16 on CUDA; int8 where the CPU
+flags show AMX, on AMD from Zen 5 on, and on AVX2 CPUs without native bf16 units; bf16 on
+another CPU that is not Intel's with AVX512-BF16; fp32 elsewhere (an Intel CPU with
+AVX512-BF16 but no AMX, a CPU without AVX2, or flags that cannot be read).
 """
 
 from __future__ import annotations
@@ -87,7 +92,8 @@ def resolve_dtype(
         return requested, "as configured"
     if device == "cuda":
         return "fp16", "auto: fp16 on CUDA (DS2 §7.2)"
-    units = sorted(set(BF16_FLAGS) & (cpu_flags() if flags is None else flags))
+    flags = cpu_flags() if flags is None else flags
+    units = sorted(set(BF16_FLAGS) & flags)
     vendor = cpu_vendor() if vendor is None else vendor
     if "amx_bf16" in units:
         return "int8", (
@@ -107,4 +113,9 @@ def resolve_dtype(
         )
     if units:
         return "bf16", f"auto: bf16, this CPU has native bf16 units ({', '.join(units)})"
-    return "fp32", "auto: fp32, this CPU has no native bf16 units (bf16 would be slower)"
+    if "avx2" in flags:
+        return "int8", (
+            "auto: int8 recurrent layers, on this AVX2 CPU without native bf16 units "
+            "(measured faster than fp32 there: loadtest/results/int8_avx2)"
+        )
+    return "fp32", "auto: fp32, this CPU has neither native bf16 units nor AVX2"

@@ -1,7 +1,7 @@
 """`harken train`: CTC training of a DS2 model from manifests, resumable, data-parallel.
 
-CTC loss, AdamW or SGD with Nesterov momentum, gradient clipping, bf16 autocast on CPU and
-fp16 AMP on CUDA, SortaGrad and selectable batch construction (training/batching.py),
+CTC loss, AdamW or SGD with Nesterov momentum, gradient clipping, bf16 autocast where the
+hardware runs it natively (fp32 on other CPUs; fp16 AMP on request on CUDA), SortaGrad and selectable batch construction (training/batching.py),
 augmentation in DataLoader workers (training/data.py). A checkpoint holds everything needed to
 continue exactly where a killed run stopped: weights, optimiser, step, epoch and the position
 inside the epoch (batches are a pure function of seed and epoch; augmentation of seed, epoch
@@ -46,6 +46,7 @@ from models.ds2 import DS2
 from models.features import featurize
 from models.manifest import Utterance, read_manifest
 from models.metrics import error_rates, greedy_decode
+from server.precision import BF16_FLAGS, cpu_flags
 from training.adversary import VoiceAdversary, voice_ids, voice_losses
 from training.augment import AUGMENT_PRESETS
 from training.batching import STRATEGIES, BatchConfig, BatchSampler, padding_ratio
@@ -56,6 +57,28 @@ from training.heads import WithHeads
 from training.pause import PauseClock
 from training.soft_targets import SoftTeacher, soft_losses
 from training.teacher import TeacherTargets
+
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+
+
+def training_precision(
+    requested: str, device: str, flags: frozenset[str] | None = None
+) -> Literal["bf16", "fp16", "fp32"]:
+    """The autocast dtype a run trains in. auto: bf16 where the hardware runs it natively (a
+    GPU that supports it, else fp16; a CPU with AMX or AVX512-BF16: 2.4x fp32's speed on a
+    Zen 4, models/results/dtype/README.md), fp32 on other CPUs, where bf16 has no kernels (on
+    an AVX2-only Zen 3 a GRU layer's step ran 2-4x slower in bf16 than in fp32,
+    loadtest/results/int8_avx2/int8_step.md)."""
+    if requested == "bf16":
+        return "bf16"
+    if requested == "fp16":
+        return "fp16"
+    if requested == "fp32":
+        return "fp32"
+    if device == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    flags = cpu_flags() if flags is None else flags
+    return "bf16" if set(BF16_FLAGS) & flags else "fp32"
 
 
 @dataclass(frozen=True)
@@ -70,7 +93,8 @@ class TrainConfig:
     epochs: int = 20  # passes over the training manifest
     max_steps: int = 0  # stop after this many optimiser steps (0: no limit)
     time_budget_s: float = 0.0  # stop after this much training time (0: no limit)
-    precision: Literal["bf16", "fp16", "fp32"] = "bf16"  # autocast dtype (fp16 only on CUDA)
+    # autocast dtype (fp16 only on CUDA); auto: training_precision's choice for the hardware
+    precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
     checkpoint_every: int = 200  # steps between checkpoints
     workers: int = 1  # DataLoader worker processes (featurising + augmentation)
     augment: bool = True  # on-the-fly noise, speed, gain and reverberation
@@ -90,6 +114,10 @@ class TrainConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ValueError(
+                f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"
+            )
         if not 0.0 <= self.ema_decay < 1.0:
             raise ValueError(f"ema_decay must be in [0, 1) (0: no averaging), got {self.ema_decay}")
         if self.lr <= 0 or self.grad_clip <= 0:
@@ -229,8 +257,10 @@ class Trainer:
         out: Path,
         device: str = "cpu",
     ) -> None:
-        self.cfg, self.batch_cfg, self.out = cfg, batch_cfg, out
         self.dist = setup_distributed(device)
+        precision = training_precision(cfg.precision, self.dist.device.type)
+        cfg = dataclasses.replace(cfg, precision=precision)  # what ran, in every record
+        self.cfg, self.batch_cfg, self.out = cfg, batch_cfg, out
         torch.manual_seed(cfg.seed)
         aug = AUGMENT_PRESETS[cfg.augment_preset] if cfg.augment else None
         self.teacher = TeacherTargets(cfg.teacher) if cfg.teacher else None
@@ -927,7 +957,7 @@ def main(args: argparse.Namespace) -> int:
         pad = padding_ratio(trainer.sampler.global_batches(), trainer.train_set.durations())
         print(
             f"{len(train)} utterances, {trainer.steps_per_epoch} steps/epoch, padding ratio {pad:.3f}, "
-            f"{trainer.model.num_parameters():,} parameters"
+            f"{trainer.model.num_parameters():,} parameters, {trainer.cfg.precision}"
         )
         if trainer.teacher is not None:
             have = trainer.teacher.covers(train)

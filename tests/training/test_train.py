@@ -36,6 +36,7 @@ from training.train import (
     export,
     lineage,
     read_training_manifests,
+    training_precision,
     transcribe_greedy,
 )
 
@@ -231,6 +232,7 @@ def test_the_bundle_reports_the_latest_dev_score_even_across_a_resume(tmp_path: 
             ["--augment-preset", "heavy"],
             "augment_preset must be one of ['formant', 'full', 'light']",
         ),
+        (["--precision", "fp8"], "precision must be one of auto, bf16, fp16, fp32"),
     ],
 )
 def test_bad_training_flags_are_refused_with_the_reason(
@@ -242,6 +244,31 @@ def test_bad_training_flags_are_refused_with_the_reason(
     assert harken_cli.main(argv) == 2
     assert reason in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "precision"),
+    [
+        ({"avx2", "fma"}, "fp32"),  # AVX2 only: bf16 has no kernels, 2-4x slower than fp32
+        ({"avx2", "avx512_bf16"}, "bf16"),  # AMD Zen 4 and 5
+        ({"avx2", "amx_bf16", "avx512_bf16"}, "bf16"),  # Intel with AMX
+        (set(), "fp32"),  # flags unreadable (not Linux)
+    ],
+)
+def test_auto_precision_trains_in_bf16_only_where_the_cpu_runs_it_natively(
+    flags: set[str], precision: str
+) -> None:
+    assert training_precision("auto", "cpu", frozenset(flags)) == precision
+    assert training_precision("bf16", "cpu", frozenset({"avx2"})) == "bf16"  # asked for: kept
+
+
+def test_a_run_records_the_precision_it_trained_in(tmp_path: Path) -> None:
+    utts = make_corpus(tmp_path, 2)
+    out = tmp_path / "run"
+    cfg = train_config(precision="auto", epochs=1)
+    trainer = Trainer(MODEL, cfg, BatchConfig(batch_size=2), utts, [], out)
+    assert trainer.cfg.precision == training_precision("auto", "cpu")
+    assert trainer.cfg.precision in ("bf16", "fp32")
 
 
 # -- weight averaging -----------------------------------------------------------------------
