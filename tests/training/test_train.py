@@ -249,7 +249,7 @@ def test_bad_training_flags_are_refused_with_the_reason(
 @pytest.mark.parametrize(
     ("flags", "precision"),
     [
-        ({"avx2", "fma"}, "fp32"),  # AVX2 only: bf16 has no kernels, 2-4x slower than fp32
+        ({"avx2", "fma"}, "fp32"),  # AVX2 only: bf16 has no kernels, about 20x slower to train
         ({"avx2", "avx512_bf16"}, "bf16"),  # AMD Zen 4 and 5
         ({"avx2", "amx_bf16", "avx512_bf16"}, "bf16"),  # Intel with AMX
         (set(), "fp32"),  # flags unreadable (not Linux)
