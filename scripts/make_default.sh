@@ -140,14 +140,15 @@ from_default() {
     --sortagrad false
 }
 
-# a fine-tune on the CPU in bf16 from a bundle, the cosine over a training-time budget:
+# a fine-tune on the CPU from a bundle, the cosine over a training-time budget, in bf16 where
+# the CPU runs it natively and fp32 elsewhere (`--precision auto`; PRECISION= overrides):
 #   OUT INIT LR BUDGET_S THREADS TRAIN_MANIFEST... (the env vars of the same names override)
 cpu_stage() {
   local out=$1 init=$2 lr=$3 budget=$4 threads=$5
   shift 5
   $H train --train "$@" --dev data/corpus/dev.jsonl --out "${OUT:-$out}" \
     --init-from "${INIT:-$init}" --model-config "${CONFIG:-scripts/net_mel_3x512.json}" --device cpu \
-    --precision bf16 --batch-size "${BATCH:-16}" --lr "${LR:-$lr}" --warmup-steps 100 --epochs 1000 \
+    --precision "${PRECISION:-auto}" --batch-size "${BATCH:-16}" --lr "${LR:-$lr}" --warmup-steps 100 --epochs 1000 \
     --time-budget-s "${BUDGET_S:-$budget}" --workers 1 --checkpoint-every 200 --dev-every 500 \
     --strategy alternated --sortagrad false --ema-decay 0.998 --threads "${THREADS:-$threads}" \
     --augment-preset "${AUGMENT:-full}" ${EXPORT_ONLY:+--export-only true --export "$EXPORT_ONLY"} \
@@ -348,7 +349,7 @@ case "${1:-}" in
     DATA="--train data/corpus/train.jsonl data/kokoro/train.jsonl data/asterisk/train.jsonl*8
       --dev data/corpus/dev.jsonl" \
       from_default runs/real1 3e-4 "${BUDGET_S:-4200}" 600 --model-config scripts/lifter.json \
-      --ema-decay 0.998 --precision "${PRECISION:-bf16}"
+      --ema-decay 0.998 --precision "${PRECISION:-auto}"
     ;;
   big|big2|mid|mid2|mid3)
     # DS2 §3.5-3.6: stride 3 spent on depth and width; 53 audio s/s on a 2-core Zen 4 with the
@@ -376,7 +377,7 @@ case "${1:-}" in
       extra+=(--init-from "${INIT:-runs/gpu3/bundle}")
     $H train --train data/corpus/train.jsonl data/kokoro/train.jsonl data/asterisk/train.jsonl*8 \
       --dev data/corpus/dev.jsonl --out "${OUT:-runs/$1}" --model-config $net \
-      --device cpu --precision bf16 --batch-size "${BATCH:-16}" --lr "${LR:-$lr}" --warmup-steps $warmup \
+      --device cpu --precision "${PRECISION:-auto}" --batch-size "${BATCH:-16}" --lr "${LR:-$lr}" --warmup-steps $warmup \
       --epochs 1000 --time-budget-s "${BUDGET_S:-$budget}" --workers 1 --checkpoint-every 200 \
       --dev-every $dev_every --strategy alternated --ema-decay 0.998 --threads "${THREADS:-0}" \
       "${extra[@]}"
@@ -387,7 +388,7 @@ case "${1:-}" in
     DATA="--train data/corpus/train.jsonl ${KOKORO-data/kokoro/train.jsonl} data/asterisk/train.jsonl*8
       --dev data/corpus/dev.jsonl" NET="${NET/--rnn-hidden 384/--rnn-hidden 512}" \
       from_default runs/wide "${LR:-3e-4}" "${BUDGET_S:-5400}" 600 --model-config scripts/lifter.json \
-      --ema-decay 0.998 --precision "${PRECISION:-bf16}"
+      --ema-decay 0.998 --precision "${PRECISION:-auto}"
     ;;
   teacher)
     # Whisper tiny.en's encoder frames for every training file (training/teacher.py; ~9 min
@@ -403,7 +404,7 @@ case "${1:-}" in
     DATA="--train data/corpus/train.jsonl ${KOKORO-data/kokoro/train.jsonl} data/asterisk/train.jsonl*8
       --dev data/corpus/dev.jsonl" \
       from_default "runs/$1" "${LR:-3e-4}" "${BUDGET_S:-4800}" 600 --model-config scripts/lifter.json \
-      --ema-decay 0.998 --precision "${PRECISION:-bf16}" --threads "${THREADS:-1}" "${extra[@]}"
+      --ema-decay 0.998 --precision "${PRECISION:-auto}" --threads "${THREADS:-1}" "${extra[@]}"
     ;;
   gentle)
     # another stretch from models/default on real1's data at a third of control's peak rate
@@ -412,7 +413,7 @@ case "${1:-}" in
     DATA="--train data/corpus/train.jsonl ${KOKORO-data/kokoro/train.jsonl} data/asterisk/train.jsonl*8
       --dev data/corpus/dev.jsonl" \
       from_default runs/gentle "${LR:-1e-4}" "${BUDGET_S:-7800}" 600 --model-config scripts/lifter.json \
-      --ema-decay 0.998 --precision "${PRECISION:-bf16}" --threads "${THREADS:-1}"
+      --ema-decay 0.998 --precision "${PRECISION:-auto}" --threads "${THREADS:-1}"
     ;;
   scratch-distill|scratch-control)
     # the same A/B from nothing: do the teacher's dense targets get a new network past CTC's
@@ -423,7 +424,7 @@ case "${1:-}" in
     # shellcheck disable=SC2086  # NET is a flag list
     $H train --train data/corpus/train.jsonl data/asterisk/train.jsonl*8 \
       --dev data/corpus/dev.jsonl --dev-limit 100 $NET --model-config scripts/lifter.json \
-      --out "${OUT:-runs/$1}" --precision bf16 --batch-size 16 --lr 1e-3 --warmup-steps 300 \
+      --out "${OUT:-runs/$1}" --precision "${PRECISION:-auto}" --batch-size 16 --lr 1e-3 --warmup-steps 300 \
       --epochs 100 --time-budget-s "${BUDGET_S:-1500}" --workers 1 --checkpoint-every 200 \
       --dev-every 200 --strategy alternated --threads "${THREADS:-1}" "${extra[@]}"
     ;;
