@@ -24,8 +24,8 @@ import torch
 
 from decoder.alphabet import BLANK, Alphabet
 from decoder.loading import load_decoder
-from decoder.metrics import wer
 from evaluation.model_outputs import F32, ModelOutputs
+from models.results.confidence.probe import add_wers, voices_of
 from models.results.rescore.nbest import BUNDLE, SETS, cache_outputs, load_outputs
 
 AWB_LETTERS = "ranh"  # the most letters awb loses beyond flite's slt (confidence.md)
@@ -54,10 +54,7 @@ def main(work: Path, mode: str, values: list[float]) -> None:
     decoder = load_decoder(BUNDLE, alphabet, first.config.frame_seconds)
     symbols = ["", *first.config.alphabet]  # output index 0 is the blank
     log_prior = np.log(letter_priors(first))
-    voices = {
-        name: [json.loads(line).get("voice", "?") for line in Path(path).read_text().splitlines()]
-        for name, path in SETS.items()
-    }
+    voices = voices_of(SETS)
     for value in values:
         if mode == "prior":
             bias = -value * log_prior
@@ -69,11 +66,7 @@ def main(work: Path, mode: str, values: list[float]) -> None:
         for name, out in sets.items():
             b = bias.astype(np.float32)
             hyps = [decoder.decode(renormalised(lp, b))[0].text for lp in out.log_probs]
-            pairs = list(zip(out.references, hyps, strict=True))
-            row[name] = round(100 * wer(pairs).rate, 2)
-            for voice in sorted(set(voices[name])):
-                sub = [p for p, v in zip(pairs, voices[name], strict=True) if v == voice]
-                row[f"{name}:{voice}"] = round(100 * wer(sub).rate, 2)
+            add_wers(row, name, list(zip(out.references, hyps, strict=True)), voices[name])
         print(json.dumps(row), flush=True)
 
 

@@ -39,6 +39,24 @@ def unsureness(log_probs: F32, blank: int) -> float:
     return float(-(np.exp(frames) * frames).sum(axis=1).mean())
 
 
+def voices_of(manifests: dict[str, str]) -> dict[str, list[str]]:
+    """Each set's voice per utterance, in manifest order."""
+    return {
+        name: [json.loads(line).get("voice", "?") for line in Path(path).read_text().splitlines()]
+        for name, path in manifests.items()
+    }
+
+
+def add_wers(
+    row: dict[str, object], name: str, pairs: list[tuple[str, str]], voices: list[str]
+) -> None:
+    """A set's WER (percent) into row under its name, and each voice's under name:voice."""
+    row[name] = round(100 * wer(pairs).rate, 2)
+    for voice in sorted(set(voices)):
+        sub = [p for p, v in zip(pairs, voices, strict=True) if v == voice]
+        row[f"{name}:{voice}"] = round(100 * wer(sub).rate, 2)
+
+
 def main(work: Path, mode: str, values: list[float]) -> None:
     torch.set_num_threads(1)
     sets = load_with_prose(work)
@@ -46,11 +64,7 @@ def main(work: Path, mode: str, values: list[float]) -> None:
     alphabet = Alphabet.from_list(first.config.alphabet)
     base = load_decoder(BUNDLE, alphabet, first.config.frame_seconds)
     alpha0, beta0 = base.config.alpha, base.config.beta
-    voices = {
-        name: [json.loads(line).get("voice", "?") for line in Path(path).read_text().splitlines()]
-        for name, path in MANIFESTS.items()
-        if name in sets
-    }
+    voices = voices_of({name: path for name, path in MANIFESTS.items() if name in sets})
     unsure = {n: [unsureness(lp, BLANK) for lp in out.log_probs] for n, out in sets.items()}
     for value in values:
         row: dict[str, object] = {"mode": mode, "value": value}
@@ -61,11 +75,7 @@ def main(work: Path, mode: str, values: list[float]) -> None:
                 scale = value / alpha0 if mode == "alpha" else math.exp(value * (u - mean_u))
                 decoder = base.with_config(alpha=alpha0 * scale, beta=beta0 * scale)
                 hyps.append(decoder.decode(lp)[0].text)
-            pairs = list(zip(out.references, hyps, strict=True))
-            row[name] = round(100 * wer(pairs).rate, 2)
-            for voice in sorted(set(voices[name])):
-                sub = [p for p, v in zip(pairs, voices[name], strict=True) if v == voice]
-                row[f"{name}:{voice}"] = round(100 * wer(sub).rate, 2)
+            add_wers(row, name, list(zip(out.references, hyps, strict=True)), voices[name])
         print(json.dumps(row), flush=True)
 
 
