@@ -59,7 +59,7 @@ from models.ds2 import DS2
 from models.ensemble import member_specs
 from server.dispatch import Work
 from server.engine import frames as chunk_frames
-from server.precision import BF16_FLAGS, cpu_description, cpu_flags, resolve_dtype
+from server.precision import BF16_FLAGS, bf16_units, cpu_description, cpu_flags, resolve_dtype
 from server.runner import Chunk, ModelRunner
 
 CPU = torch.device("cpu")
@@ -102,7 +102,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _precisions(asked: list[str] | None) -> list[str]:
-    native = bool(set(BF16_FLAGS) & cpu_flags())
+    native = bool(bf16_units())
     precisions = asked or (["fp32", "bf16", "int8"] if native else ["fp32", "int8"])
     unknown = set(precisions) - {"fp32", "bf16", "int8"}
     if unknown:

@@ -53,6 +53,11 @@ def cpu_flags(cpuinfo: Path = CPUINFO) -> frozenset[str]:
     return frozenset(_first("flags", cpuinfo).split())
 
 
+def bf16_units(flags: frozenset[str] | None = None) -> list[str]:
+    """The native bf16 units among a CPU's flags (this machine's by default), sorted."""
+    return sorted(set(BF16_FLAGS) & (cpu_flags() if flags is None else flags))
+
+
 def cpu_vendor(cpuinfo: Path = CPUINFO) -> str:
     """ "GenuineIntel", "AuthenticAMD", ... ("" where /proc/cpuinfo is not readable)."""
     return _first("vendor_id", cpuinfo)
@@ -71,7 +76,7 @@ def cpu_description(cpuinfo: Path = CPUINFO) -> str:
     between CPU kinds, so each figure carries this."""
     name = _first("model name", cpuinfo) or platform.processor() or platform.machine()
     family, model = _first("cpu family", cpuinfo), _first("model", cpuinfo)
-    units = sorted(set(BF16_FLAGS) & cpu_flags(cpuinfo))
+    units = bf16_units(cpu_flags(cpuinfo))
     details = [f"family {family} model {model}"] if family and model else []
     details += [", ".join(units) or "no bf16 units", f"{len(os.sched_getaffinity(0))} cores"]
     return f"{name} ({'; '.join(details)})"
@@ -93,7 +98,7 @@ def resolve_dtype(
     if device == "cuda":
         return "fp16", "auto: fp16 on CUDA (DS2 §7.2)"
     flags = cpu_flags() if flags is None else flags
-    units = sorted(set(BF16_FLAGS) & flags)
+    units = bf16_units(flags)
     vendor = cpu_vendor() if vendor is None else vendor
     if "amx_bf16" in units:
         return "int8", (

@@ -1,12 +1,13 @@
 """`harken train`: CTC training of a DS2 model from manifests, resumable, data-parallel.
 
 CTC loss, AdamW or SGD with Nesterov momentum, gradient clipping, bf16 autocast where the
-hardware runs it natively (fp32 on other CPUs; fp16 AMP on request on CUDA), SortaGrad and selectable batch construction (training/batching.py),
-augmentation in DataLoader workers (training/data.py). A checkpoint holds everything needed to
-continue exactly where a killed run stopped: weights, optimiser, step, epoch and the position
-inside the epoch (batches are a pure function of seed and epoch; augmentation of seed, epoch
-and utterance). Launch with `torchrun --nproc-per-node N -m harken_cli train ...` for
-synchronous data-parallel SGD (DS2 §4.1): gloo on CPU, NCCL on GPU.
+hardware runs it natively (fp32 on other CPUs; fp16 AMP on request on CUDA), SortaGrad and
+selectable batch construction (training/batching.py), augmentation in DataLoader workers
+(training/data.py). A checkpoint holds everything needed to continue exactly where a killed run
+stopped: weights, optimiser, step, epoch and the position inside the epoch (batches are a pure
+function of seed and epoch; augmentation of seed, epoch and utterance). Launch with
+`torchrun --nproc-per-node N -m harken_cli train ...` for synchronous data-parallel SGD (DS2
+§4.1): gloo on CPU, NCCL on GPU.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from models.ds2 import DS2
 from models.features import featurize
 from models.manifest import Utterance, read_manifest
 from models.metrics import error_rates, greedy_decode
-from server.precision import BF16_FLAGS, cpu_flags
+from server.precision import bf16_units
 from training.adversary import VoiceAdversary, voice_ids, voice_losses
 from training.augment import AUGMENT_PRESETS
 from training.batching import STRATEGIES, BatchConfig, BatchSampler, padding_ratio
@@ -62,23 +63,20 @@ PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 
 
 def training_precision(
-    requested: str, device: str, flags: frozenset[str] | None = None
+    requested: Literal["auto", "bf16", "fp16", "fp32"],
+    device: str,
+    flags: frozenset[str] | None = None,
 ) -> Literal["bf16", "fp16", "fp32"]:
     """The autocast dtype a run trains in. auto: bf16 where the hardware runs it natively (a
     GPU that supports it, else fp16; a CPU with AMX or AVX512-BF16: 2.4x fp32's speed on a
     Zen 4), fp32 on other CPUs, where bf16 has no kernels: on an AVX2-only Zen 3 the default's
     first network trained at 27.3 audio s/s in fp32 and 1.2 in bf16
     (models/results/dtype/README.md)."""
-    if requested == "bf16":
-        return "bf16"
-    if requested == "fp16":
-        return "fp16"
-    if requested == "fp32":
-        return "fp32"
+    if requested != "auto":
+        return requested
     if device == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    flags = cpu_flags() if flags is None else flags
-    return "bf16" if set(BF16_FLAGS) & flags else "fp32"
+    return "bf16" if bf16_units(flags) else "fp32"
 
 
 @dataclass(frozen=True)

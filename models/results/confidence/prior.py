@@ -62,9 +62,9 @@ def main(work: Path, mode: str, values: list[float]) -> None:
             bias = np.array([value if s in AWB_LETTERS else 0.0 for s in symbols])
         bias[BLANK] = 0.0
         bias -= bias.mean()  # only differences between symbols matter
+        b = bias.astype(np.float32)
         row: dict[str, object] = {"mode": mode, "value": value}
         for name, out in sets.items():
-            b = bias.astype(np.float32)
             hyps = [decoder.decode(renormalised(lp, b))[0].text for lp in out.log_probs]
             add_wers(row, name, list(zip(out.references, hyps, strict=True)), voices[name])
         print(json.dumps(row), flush=True)
