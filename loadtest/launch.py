@@ -3,7 +3,10 @@ and `--soak` (which also needs the process: its pid for /proc, and to signal it)
 
 The server is a separate process reached over the network like any other; its output goes
 to a log file. Readiness is `GET /readyz` answering 200 (the bundle is loaded and the
-dispatcher runs); stopping is SIGINT (uvicorn's graceful shutdown), then SIGKILL.
+dispatcher runs); stopping is SIGINT (uvicorn's graceful shutdown), then SIGKILL. Servers
+started here warm every step shape before they answer ready (`--warmup all`, unless the
+serve arguments say otherwise), so that a measurement's first seconds do not share the model
+thread with start-up's background warm-up.
 """
 
 from __future__ import annotations
@@ -33,9 +36,10 @@ def free_port() -> int:
 
 
 def serve_command(policy: str, port: int, serve_args: Sequence[str]) -> list[str]:
-    """`harken serve --policy P --port N ...` with this interpreter."""
+    """`harken serve --policy P --port N --warmup all ...` with this interpreter (a later
+    `--warmup` in `serve_args` wins)."""
     cli = "import sys, harken_cli; sys.exit(harken_cli.main(sys.argv[1:]))"
-    flags = ["--host", "127.0.0.1", "--port", str(port), "--policy", policy]
+    flags = ["--host", "127.0.0.1", "--port", str(port), "--policy", policy, "--warmup", "all"]
     return [sys.executable, "-c", cli, "serve", *flags, *serve_args]
 
 

@@ -6,14 +6,16 @@
 # e.g. bash scripts/loadtest_ab.sh fixed 100 25 "--load-chunk-ms 0"
 # MANIFEST= picks the utterances (default data/corpus/test.jsonl; a dev set keeps test unseen);
 # SEED= changes which ones each stream sends, and when (the same seed sends the same ones);
-# MAX_UTTERANCE_S= lets longer ones in (the load test skips those over 20 s).
+# MAX_UTTERANCE_S= lets longer ones in (the load test skips those over 20 s). The server warms
+# every step shape before it answers ready (`--warmup all`; a --warmup in the flags wins), so
+# the load does not share its first seconds with start-up's background warm-up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 name=$1 streams=$2 seconds=$3 flags=$4 out=${5:-/tmp/loadtest_ab}
 port=$(.venv/bin/python -c "from loadtest.launch import free_port; print(free_port())")
 mkdir -p "$out"
 # shellcheck disable=SC2086  # flags is a list
-.venv/bin/harken serve --port "$port" --max-streams 400 --log-level warning $flags \
+.venv/bin/harken serve --port "$port" --max-streams 400 --log-level warning --warmup all $flags \
   > "$out/$name.server.log" 2>&1 &
 server=$!
 trap 'kill -INT $server 2>/dev/null || true; wait $server 2>/dev/null || true' EXIT

@@ -83,6 +83,7 @@ async def _local(args: argparse.Namespace) -> list[dict[str, Any]]:
             ensemble=args.ensemble,
             adapt_steps=args.adapt_steps,
             adapt_rate=args.adapt_rate,
+            warmup="first",  # one process, one file at a time: the shapes of one stream
         )
         adapt = args.adapt_input
         async with running_engine(config) as engine:

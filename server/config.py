@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 DEVICES = ("cpu", "cuda")
 DTYPES = ("auto", "fp32", "bf16", "fp16", "int8")
 DECODERS = ("beam", "greedy")
+WARMUPS = ("background", "all", "first")
 DEFAULT_BUNDLE = str(BUNDLED)  # the default model shipped in models/default
 ENV_PREFIX = "HARKEN_"
 
@@ -41,6 +42,13 @@ class ServerConfig:
     dtype: str = "auto"
     policy: str = "eager"  # batch dispatch policy: eager | timeout | none
     max_batch: int = 32  # most streams in one model step
+    # background | all | first: the model step shapes start-up runs before /readyz answers
+    # (server/runner.py: a new shape costs a compile and a buffer). background: a stream's
+    # own, then while no stream is open every other one batching, backlogs and last steps
+    # can make (a stream that opens meanwhile waits behind one step at most; under load a
+    # shape not yet warmed compiles when first met); all: every one before ready (what load
+    # tests start); first: a stream's own only (`harken transcribe`)
+    warmup: str = "background"
     max_delay_ms: float = 5.0  # timeout policy: longest wait for a fuller batch
     max_streams: int = 64  # concurrent streams (WebSocket + REST); more get 1013 / 503
     chunk_ms: int = 160  # audio per model step for a live stream (a multiple of the hop)
@@ -118,6 +126,7 @@ class ServerConfig:
         )
         _check(self.policy in POLICIES, f"policy must be one of {POLICIES}, got {self.policy!r}")
         _check(0 <= self.port <= 65535, f"port must be in 0..65535, got {self.port}")
+        _check(self.warmup in WARMUPS, f"warmup must be one of {WARMUPS}, got {self.warmup!r}")
         _check(self.decoder in DECODERS, f"decoder must be one of {DECODERS}, got {self.decoder!r}")
         _check(self.beam_size >= 0, f"beam_size must be >= 0, got {self.beam_size}")
         _check(self.beam_threshold >= 0, f"beam_threshold must be >= 0, got {self.beam_threshold}")
@@ -201,9 +210,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One `--flag` per field (default: from the environment, else the field default)."""
     for f in _FLAGS:
         kind: Any = parse_bool if isinstance(f.default, bool) else type(f.default)
-        choices = {"device": DEVICES, "dtype": DTYPES, "policy": POLICIES, "decoder": DECODERS}.get(
-            f.name
-        )
+        choices = {
+            "device": DEVICES,
+            "dtype": DTYPES,
+            "policy": POLICIES,
+            "decoder": DECODERS,
+            "warmup": WARMUPS,
+        }.get(f.name)
         parser.add_argument(
             f"--{f.name.replace('_', '-')}",
             type=kind,

@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 
 import torch
@@ -26,10 +27,12 @@ from server.dispatch import BatchDispatcher, DispatchObserver
 from server.memory import settle_heap
 from server.precision import resolve_dtype
 from server.profiles import network_digest
-from server.runner import F32, Chunk, EnsembleRunner, runner_for_bundle
+from server.runner import F32, Chunk, EnsembleRunner, ModelRunner, WarmStep, runner_for_bundle
 from server.session import Engine, backlog_steps
 
 log = logging.getLogger("harken.server")
+
+IDLE_POLL_S = 0.1  # how often background warm-up looks for a moment without streams
 
 
 @asynccontextmanager
@@ -66,12 +69,21 @@ async def running_engine(
     max_chunk_frames = frames(model, config.max_chunk_ms)
     backlog = sorted(set().union(*(backlog_steps(c, max_chunk_frames) for c in live)))
     # a stream's last step holds less than a chunk
-    await asyncio.to_thread(
-        runner.warmup, live, config.max_batch, backlog, max(live) - 1, config.adapt_files
+    shapes = (live, config.max_batch, backlog, max(live) - 1, config.adapt_files)
+    now, later = _warm_steps(runner, shapes, config.warmup)
+    started = time.perf_counter()
+    await asyncio.to_thread(runner.prime)
+    await asyncio.to_thread(runner.warm, now)
+    log.info(
+        "warm-up: %d step shapes in %.1f s before ready%s",
+        len(now),
+        time.perf_counter() - started,
+        f", {len(later)} more in the background" if later else "",
     )
     dispatcher: BatchDispatcher[Chunk, F32] = BatchDispatcher(runner, config.dispatch, observer)
     processes: list[DecoderProcess] = []
     pool: DecoderPool | None = None
+    warming: asyncio.Task[None] | None = None
     try:
         if config.decoder == "beam":
             # compile (or load) the beam search's kernels here once, so the decoder processes
@@ -93,6 +105,9 @@ async def running_engine(
         pool = DecoderPool(decoders)
         settle_heap()  # the model thread and event loop pause less for collections too
         dispatcher.start()
+        if later:
+            idle = _no_streams(dispatcher)
+            warming = asyncio.create_task(_warm_when_idle(runner, later, idle))
         yield Engine(
             dispatcher=dispatcher,
             pool=pool,
@@ -113,6 +128,10 @@ async def running_engine(
         )
     finally:
         gc.unfreeze()  # what the engine held can be collected again once it is gone
+        if warming is not None:
+            warming.cancel()
+            with suppress(asyncio.CancelledError):
+                await warming
         await dispatcher.stop()
         if pool is not None:
             pool.close()
@@ -125,3 +144,44 @@ def frames(model: ModelConfig, ms: int) -> int:
     """Feature frames in `ms` of audio, rounded down to the time stride (at least one)."""
     stride = model.time_stride
     return max(stride, int(ms // model.features.hop_ms) // stride * stride)
+
+
+WarmShapes = tuple[tuple[int, ...], int, list[int], int, bool]
+
+
+def _warm_steps(
+    runner: ModelRunner | EnsembleRunner, shapes: WarmShapes, warmup: str
+) -> tuple[list[WarmStep], list[WarmStep]]:
+    """The steps to warm before ready and after, as `warmup` says (ServerConfig.warmup).
+    `shapes` are `warm_plan`'s arguments for everything the server can step; a stream's own
+    are those of one stream with no backlog."""
+    lengths, _, _, max_tail, adapted = shapes
+    plan = runner.warm_plan(*shapes)
+    if warmup == "all":
+        return plan, []
+    own = set(runner.warm_plan(lengths, 1, (), max_tail, adapted))
+    now = [s for s in plan if s in own]
+    return now, [s for s in plan if s not in own] if warmup == "background" else []
+
+
+async def _warm_when_idle(
+    runner: ModelRunner | EnsembleRunner, steps: list[WarmStep], idle: Callable[[], bool]
+) -> None:
+    """`steps` one at a time on the model thread, each only while `idle()`: warm-up steps
+    beside live streams took the model thread from them (10 streams from the moment of ready,
+    on a 2-core Zen 3: p50 238 ms against 79 for a fully warmed server;
+    loadtest/results/warmup), while a shape first met under load only costs its compile."""
+    started = time.perf_counter()
+    try:
+        for step in steps:
+            while not idle():
+                await asyncio.sleep(IDLE_POLL_S)
+            await runner.warm_later([step])
+    except Exception:  # a shape that cannot step now fails its first real batch, with a reason
+        log.exception("warm-up in the background stopped")
+        return
+    log.info("warm-up: %d more step shapes in %.1f s", len(steps), time.perf_counter() - started)
+
+
+def _no_streams(dispatcher: BatchDispatcher[Chunk, F32]) -> Callable[[], bool]:
+    return lambda: dispatcher.active_streams == 0

@@ -23,10 +23,12 @@ a shape per batch size and backlog length, the server's memory grew for the whol
 as new shapes came up, and each new one cost its first step the compile. So batches are
 padded with idle rows to a few sizes (`padded_rows`), last steps to a multiple of
 FLUSH_FRAMES (every layer then runs at that length, as in a step), sessions send backlogs in
-power-of-two multiples of their chunk, long steps take a few streams at a time, and `warmup`
-compiles all of these shapes before the server takes requests. A file heard with input
-adaptation steps twice a stream's rows: a server that adapts every file (`--adapt-files`) warms
-those sizes too; otherwise they compile on the first such file.
+power-of-two multiples of their chunk, long steps take a few streams at a time, and warm-up
+steps each of these shapes once (`warm_plan`, `warm`): the engine runs a stream's own shapes
+before the server answers ready and, by default, the others on the model thread while no
+stream is open (`warm_later`). A file heard with input adaptation steps twice a stream's rows: a
+server that adapts every file (`--adapt-files`) warms those sizes too; otherwise they compile on
+the first such file.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -76,6 +79,24 @@ def padded_rows(rows: int) -> int:
         return rows
     quantum = 1 << ((rows - 1).bit_length() - 3)
     return -(-rows // quantum) * quantum
+
+
+class WarmStep(NamedTuple):
+    """One warm-up step: a shape (rows, input frames) of one network of the runner."""
+
+    network: int
+    rows: int
+    frames: int
+
+
+async def _one_at_a_time(
+    thread: ThreadPoolExecutor,
+    warm: Callable[[Sequence[WarmStep]], None],
+    steps: Sequence[WarmStep],
+) -> None:
+    loop = asyncio.get_running_loop()
+    for s in steps:
+        await loop.run_in_executor(thread, warm, [s])
 
 
 @dataclass(frozen=True)
@@ -220,15 +241,31 @@ class ModelRunner:
         adapted: bool = False,
     ) -> None:
         """Throwaway steps, so that no real request pays for lazy init or for compiling a
-        kernel: one flush, then a step of each padded batch size up to `max_streams` streams
-        (times the warp candidates a new stream has, twice with `adapted`: every stream
-        could be a file heard with input adaptation) for each chunk length in `lengths` and
-        each length a flush of a tail of up to `max_tail` frames runs at (a flush at a length
-        uses a step's kernels), and up to LONG_STEP_STREAMS streams for each length in
-        `backlog`."""
+        kernel: `prime`, then every step of `warm_plan` (the same arguments)."""
+        self.prime()
+        self.warm(self.warm_plan(lengths, max_streams, backlog, max_tail, adapted))
+
+    def prime(self) -> None:
+        """One throwaway flush: the lazy init of the first step of all (thread pools,
+        allocators), which costs far more than any later compile."""
         stride, n_bins = self.model.config.time_stride, self.model.config.features.n_bins
         feats = np.zeros((4 * stride, n_bins), np.float32)
         self.run_sync([Work(-1, Chunk(feats), last=True)])
+
+    def warm_plan(
+        self,
+        lengths: Sequence[int] = (),
+        max_streams: int = 1,
+        backlog: Sequence[int] = (),
+        max_tail: int = -1,
+        adapted: bool = False,
+    ) -> list[WarmStep]:
+        """The step shapes a server will run, cheapest first: each padded batch size up to
+        `max_streams` streams (times the warp candidates a new stream has, twice with
+        `adapted`: every stream could be a file heard with input adaptation) for each chunk
+        length in `lengths` and each length a flush of a tail of up to `max_tail` frames runs
+        at (a flush at a length uses a step's kernels), and up to LONG_STEP_STREAMS streams
+        for each length in `backlog`."""
         candidates = max(len(self.model.config.warp_factors), 1) * (2 if adapted else 1)
 
         def sizes(streams: int) -> list[int]:
@@ -238,11 +275,22 @@ class ModelRunner:
         shapes = [(n, t) for t in sorted({*lengths, *ends}) for n in sizes(max_streams)]
         long = sorted(set(backlog) - {*lengths, *ends})
         shapes += [(n, t) for t in long for n in sizes(min(max_streams, LONG_STEP_STREAMS))]
+        return [WarmStep(0, n, t) for n, t in sorted(shapes, key=lambda s: (s[0] * s[1], s))]
+
+    def warm(self, steps: Sequence[WarmStep]) -> None:
+        """A step of each shape from idle states, on the calling thread (no stream's state
+        is touched, so this may run between real batches on the model thread)."""
+        n_bins = self.model.config.features.n_bins
         with torch.inference_mode():
-            for n, t in shapes:
+            for _, n, t in steps:
                 x = torch.zeros(n, t, n_bins, device=self.device)
                 log_probs, _ = step(self.model, x, stack_states([self._idle] * n))
                 self._shapes.add((log_probs.shape[0], log_probs.shape[1]))
+
+    async def warm_later(self, steps: Sequence[WarmStep]) -> None:
+        """`warm` on the model thread one shape at a time: a real batch waits behind one
+        at most."""
+        await _one_at_a_time(self._thread, self.warm, steps)
 
     def _check(self, batch: list[Work[Chunk]]) -> None:
         n_bins, stride = self.model.config.features.n_bins, self.model.config.time_stride
@@ -439,10 +487,40 @@ class EnsembleRunner:
         max_tail: int = -1,
         adapted: bool = False,
     ) -> None:
-        """Each member's `ModelRunner.warmup`: every network compiles its own shapes (only
-        the own network's rows double for adapted files: members hear them as they are)."""
-        for i, runner in enumerate(self.runners):
-            runner.warmup(lengths, max_streams, backlog, max_tail, adapted and i == 0)
+        """Each member's `ModelRunner.warmup`."""
+        self.prime()
+        self.warm(self.warm_plan(lengths, max_streams, backlog, max_tail, adapted))
+
+    def prime(self) -> None:
+        for runner in self.runners:
+            runner.prime()
+
+    def warm_plan(
+        self,
+        lengths: Sequence[int] = (),
+        max_streams: int = 1,
+        backlog: Sequence[int] = (),
+        max_tail: int = -1,
+        adapted: bool = False,
+    ) -> list[WarmStep]:
+        """Every member's `ModelRunner.warm_plan`, cheapest first: each network compiles its
+        own shapes (only the own network's rows double for adapted files: members hear them
+        as they are)."""
+        steps = [
+            WarmStep(i, n, t)
+            for i, runner in enumerate(self.runners)
+            for _, n, t in runner.warm_plan(
+                lengths, max_streams, backlog, max_tail, adapted and i == 0
+            )
+        ]
+        return sorted(steps, key=lambda s: (s.rows * s.frames, s))
+
+    def warm(self, steps: Sequence[WarmStep]) -> None:
+        for s in steps:
+            self.runners[s.network].warm([s])
+
+    async def warm_later(self, steps: Sequence[WarmStep]) -> None:
+        await _one_at_a_time(self._thread, self.warm, steps)
 
     def release(self, stream: int) -> None:
         for runner in self.runners:

@@ -259,6 +259,8 @@ def test_bad_server_config_says_what_to_change(tmp_path: Path) -> None:
         ServerConfig(blank_penalty=float("nan"))
     with pytest.raises(ValueError, match="dtype int8 runs on the CPU only"):
         ServerConfig(device="cuda", dtype="int8")
+    with pytest.raises(ValueError, match="warmup must be one of .*background.*, got 'some'"):
+        ServerConfig(warmup="some")
     ServerConfig(chunk_ms=400)  # a load chunk below the live chunk just never applies
     parser = argparse.ArgumentParser()
     cli_serve.add_arguments(parser)

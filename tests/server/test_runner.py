@@ -216,6 +216,57 @@ def test_a_server_adapting_every_file_warms_the_sizes_adapted_files_step_at(
     plain.close()
 
 
+@pytest.mark.parametrize("kind", ["plain", "ensemble"])
+def test_a_server_warming_in_the_background_serves_at_once_and_ends_fully_warmed(
+    tiny_bundle: Path, ensemble_bundle: Path, kind: str
+) -> None:
+    """Ready after a stream's own shapes: nothing more warms while a stream is open, a stream
+    heard meanwhile gets the transcript a fully warmed server gives, and once none is open
+    the rest are warmed, every one that `all` warms."""
+    bundle = str(tiny_bundle if kind == "plain" else ensemble_bundle)
+    audio = _utterance(3, 2.3)
+
+    async def serve(warmup: str) -> tuple[int, str, int]:
+        config = ServerConfig(
+            dtype="fp32", bundle=bundle, decoder="greedy", decoder_processes=False, warmup=warmup
+        )
+        async with running_engine(config) as engine:
+            at_ready = engine.step_shapes()
+            stream = engine.dispatcher.open_stream()
+            await asyncio.sleep(0.5)
+            assert engine.step_shapes() <= at_ready + 1  # the one under way, at most
+            engine.dispatcher.close_stream(stream)
+            text = (await transcribe(engine, audio))[1].text
+            for _ in range(600):
+                if warmup != "background" or engine.step_shapes() >= full:
+                    break
+                await asyncio.sleep(0.05)
+            return at_ready, text, engine.step_shapes()
+
+    full = 0
+    full, expected, _ = asyncio.run(serve("all"))
+    at_ready, text, warmed = asyncio.run(serve("background"))
+    assert at_ready < full // 2 and text == expected and warmed == full
+    at_ready, text, used = asyncio.run(serve("first"))
+    assert at_ready < full // 2 and text == expected and used < full  # nothing more warms
+
+
+def test_a_server_stopped_while_it_warms_stops_cleanly(
+    ensemble_bundle: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def serve() -> int:
+        config = ServerConfig(
+            dtype="fp32", bundle=str(ensemble_bundle), decoder_processes=False, max_batch=64
+        )
+        async with running_engine(config) as engine:
+            return engine.step_shapes()
+
+    with caplog.at_level("INFO", logger="harken.server"):
+        asyncio.run(serve())
+    assert "warm-up in the background stopped" not in caplog.text
+    assert "more in the background" in caplog.text
+
+
 def test_a_batch_of_many_long_steps_runs_in_parts_and_equals_whole_utterances(
     tiny_bundle: Path,
 ) -> None:
