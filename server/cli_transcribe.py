@@ -83,7 +83,11 @@ async def _local(args: argparse.Namespace) -> list[dict[str, Any]]:
             ensemble=args.ensemble,
             adapt_steps=args.adapt_steps,
             adapt_rate=args.adapt_rate,
-            warmup="first",  # one process, one file at a time: the shapes of one stream
+            # one file at a time: the step shapes of one stream, and one decoder in this
+            # process (starting decoder processes took longer than decoding a short file)
+            warmup="first",
+            decoder_processes=False,
+            decoder_workers=1,
         )
         adapt = args.adapt_input
         async with running_engine(config) as engine:
