@@ -85,7 +85,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--fault-window-s", type=float, default=30.0, help="'near a fault', s")
     group.add_argument("--burst", type=int, default=0, help="0: 3 x the server's --max-streams")
-    group.add_argument("--stall-wait-s", type=float, default=30.0, help="longest a stall lasts")
+    # a stalled client is dropped once the server's send buffer fills and a send then waits
+    # --send-timeout-s (10 s): 24-30 s after the stall in the soaks recorded; 30 s missed one
+    group.add_argument("--stall-wait-s", type=float, default=60.0, help="longest a stall lasts")
     group.add_argument("--window-s", type=float, default=60.0, help="latency percentile windows")
     group.add_argument("--margin-pct", type=float, default=25.0, help="latency drift allowed, %%")
     group.add_argument("--margin-ms", type=float, default=10.0, help="latency drift allowed, ms")
