@@ -246,8 +246,8 @@ class ModelRunner:
         self.warm(self.warm_plan(lengths, max_streams, backlog, max_tail, adapted))
 
     def prime(self) -> None:
-        """One throwaway flush: the lazy init of the first step of all (thread pools,
-        allocators), which costs far more than any later compile."""
+        """One throwaway flush: the lazy init (thread pools, allocators) that the very first
+        step of a process pays, whatever its shape."""
         stride, n_bins = self.model.config.time_stride, self.model.config.features.n_bins
         feats = np.zeros((4 * stride, n_bins), np.float32)
         self.run_sync([Work(-1, Chunk(feats), last=True)])
