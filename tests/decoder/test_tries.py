@@ -1,0 +1,37 @@
+"""Lexicon tries: every key is found whole, nothing else is, and keys the alphabet cannot
+spell are left out (the beam search's word constraint and hotwords rely on this)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from decoder.alphabet import Alphabet
+from decoder.tries import Trie, build_trie
+
+ALPHABET = Alphabet.from_list([" ", "'", "a", "b", "c"])
+WORDS = st.lists(st.text(alphabet="abc'x", max_size=5), max_size=30)
+
+
+def walk(trie: Trie, text: str) -> int:
+    node = 0
+    for symbol in text:
+        node = int(trie.next[node, ALPHABET.id_of(symbol)])
+    return node
+
+
+@settings(max_examples=200, deadline=None)
+@given(WORDS, st.lists(st.text(alphabet="abc'", min_size=1, max_size=5), max_size=20))
+def test_a_trie_finds_its_keys_and_nothing_else(keys: list[str], probes: list[str]) -> None:
+    trie = build_trie(keys, ALPHABET)
+    spellable = [k for k in keys if k and "x" not in k]  # "x" is outside the alphabet
+    for key in spellable:
+        end = walk(trie, key)
+        assert end >= 0 and trie.ends[end]
+        assert trie.key_of[end] == keys.index(key)  # the first of duplicates
+    for probe in probes:
+        end = walk(trie, probe)
+        assert (end >= 0 and bool(trie.ends[end])) == (probe in spellable)
+    prefixes = {k[:i] for k in spellable for i in range(1, len(k) + 1)}
+    assert trie.nodes == 1 + len(prefixes)  # the root and one node per distinct prefix
+    assert (trie.next[-1] == -1).all() and not trie.ends[-1]  # the dead state stays dead
