@@ -7,6 +7,7 @@ very same path from audio to text.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import logging
 import time
@@ -27,7 +28,15 @@ from server.dispatch import BatchDispatcher, DispatchObserver
 from server.memory import settle_heap
 from server.precision import resolve_dtype
 from server.profiles import network_digest
-from server.runner import F32, Chunk, EnsembleRunner, ModelRunner, WarmStep, runner_for_bundle
+from server.runner import (
+    F32,
+    Chunk,
+    EnsembleRunner,
+    ModelRunner,
+    WarmShapes,
+    WarmStep,
+    runner_for_bundle,
+)
 from server.session import Engine, backlog_steps
 
 log = logging.getLogger("harken.server")
@@ -69,8 +78,8 @@ async def running_engine(
     max_chunk_frames = frames(model, config.max_chunk_ms)
     backlog = sorted(set().union(*(backlog_steps(c, max_chunk_frames) for c in live)))
     # a stream's last step holds less than a chunk
-    shapes = (live, config.max_batch, backlog, max(live) - 1, config.adapt_files)
-    now, later = _warm_steps(runner, shapes, config.warmup)
+    cover = WarmShapes(live, config.max_batch, tuple(backlog), max(live) - 1, config.adapt_files)
+    now, later = _warm_steps(runner, cover, config.warmup)
     started = time.perf_counter()
     await asyncio.to_thread(runner.prime)
     await asyncio.to_thread(runner.warm, now)
@@ -146,20 +155,16 @@ def frames(model: ModelConfig, ms: int) -> int:
     return max(stride, int(ms // model.features.hop_ms) // stride * stride)
 
 
-WarmShapes = tuple[tuple[int, ...], int, list[int], int, bool]
-
-
 def _warm_steps(
-    runner: ModelRunner | EnsembleRunner, shapes: WarmShapes, warmup: str
+    runner: ModelRunner | EnsembleRunner, cover: WarmShapes, warmup: str
 ) -> tuple[list[WarmStep], list[WarmStep]]:
     """The steps to warm before ready and after, as `warmup` says (ServerConfig.warmup).
-    `shapes` are `warm_plan`'s arguments for everything the server can step; a stream's own
-    are those of one stream with no backlog."""
-    lengths, _, _, max_tail, adapted = shapes
-    plan = runner.warm_plan(*shapes)
+    `cover` is everything the server can step; a stream's own shapes are those of one
+    stream with no backlog."""
+    plan = runner.warm_plan(cover)
     if warmup == "all":
         return plan, []
-    own = set(runner.warm_plan(lengths, 1, (), max_tail, adapted))
+    own = set(runner.warm_plan(dataclasses.replace(cover, max_streams=1, backlog=())))
     now = [s for s in plan if s in own]
     return now, [s for s in plan if s not in own] if warmup == "background" else []
 

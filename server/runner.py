@@ -81,6 +81,21 @@ def padded_rows(rows: int) -> int:
     return -(-rows // quantum) * quantum
 
 
+@dataclass(frozen=True)
+class WarmShapes:
+    """What warm-up covers: each padded batch size up to `max_streams` streams (times the
+    warp candidates a new stream has, twice with `adapted`: every stream could be a file heard
+    with input adaptation) for each chunk length in `lengths` and each length a flush of a
+    tail of up to `max_tail` frames runs at (a flush at a length uses a step's kernels; -1:
+    none), and up to LONG_STEP_STREAMS streams for each length in `backlog`."""
+
+    lengths: tuple[int, ...] = ()
+    max_streams: int = 1
+    backlog: tuple[int, ...] = ()
+    max_tail: int = -1
+    adapted: bool = False
+
+
 class WarmStep(NamedTuple):
     """One warm-up step: a shape (rows, input frames) of one network of the runner."""
 
@@ -232,18 +247,11 @@ class ModelRunner:
                     out.update(zip(part, results, strict=True))
         return [out[i] for i in range(len(batch))]
 
-    def warmup(
-        self,
-        lengths: Sequence[int] = (),
-        max_streams: int = 1,
-        backlog: Sequence[int] = (),
-        max_tail: int = -1,
-        adapted: bool = False,
-    ) -> None:
+    def warmup(self, cover: WarmShapes | None = None) -> None:
         """Throwaway steps, so that no real request pays for lazy init or for compiling a
-        kernel: `prime`, then every step of `warm_plan` (the same arguments)."""
+        kernel: `prime`, then every step of `warm_plan`."""
         self.prime()
-        self.warm(self.warm_plan(lengths, max_streams, backlog, max_tail, adapted))
+        self.warm(self.warm_plan(cover or WarmShapes()))
 
     def prime(self) -> None:
         """One throwaway flush: the lazy init (thread pools, allocators) that the very first
@@ -252,28 +260,17 @@ class ModelRunner:
         feats = np.zeros((4 * stride, n_bins), np.float32)
         self.run_sync([Work(-1, Chunk(feats), last=True)])
 
-    def warm_plan(
-        self,
-        lengths: Sequence[int] = (),
-        max_streams: int = 1,
-        backlog: Sequence[int] = (),
-        max_tail: int = -1,
-        adapted: bool = False,
-    ) -> list[WarmStep]:
-        """The step shapes a server will run, cheapest first: each padded batch size up to
-        `max_streams` streams (times the warp candidates a new stream has, twice with
-        `adapted`: every stream could be a file heard with input adaptation) for each chunk
-        length in `lengths` and each length a flush of a tail of up to `max_tail` frames runs
-        at (a flush at a length uses a step's kernels), and up to LONG_STEP_STREAMS streams
-        for each length in `backlog`."""
-        candidates = max(len(self.model.config.warp_factors), 1) * (2 if adapted else 1)
+    def warm_plan(self, cover: WarmShapes) -> list[WarmStep]:
+        """The step shapes a server will run, cheapest first (`cover` says which)."""
+        lengths, max_tail, max_streams = cover.lengths, cover.max_tail, cover.max_streams
+        candidates = max(len(self.model.config.warp_factors), 1) * (2 if cover.adapted else 1)
 
         def sizes(streams: int) -> list[int]:
             return sorted({padded_rows(n) for n in range(1, streams * candidates + 1)})
 
         ends = flush_lengths(self.model, max_tail, FLUSH_FRAMES) if max_tail >= 0 else []
         shapes = [(n, t) for t in sorted({*lengths, *ends}) for n in sizes(max_streams)]
-        long = sorted(set(backlog) - {*lengths, *ends})
+        long = sorted(set(cover.backlog) - {*lengths, *ends})
         shapes += [(n, t) for t in long for n in sizes(min(max_streams, LONG_STEP_STREAMS))]
         return [WarmStep(0, n, t) for n, t in sorted(shapes, key=lambda s: (s[0] * s[1], s))]
 
@@ -479,30 +476,16 @@ class EnsembleRunner:
             out.append(mix_numpy(list(outs), self.weights))
         return out
 
-    def warmup(
-        self,
-        lengths: Sequence[int] = (),
-        max_streams: int = 1,
-        backlog: Sequence[int] = (),
-        max_tail: int = -1,
-        adapted: bool = False,
-    ) -> None:
+    def warmup(self, cover: WarmShapes | None = None) -> None:
         """Each member's `ModelRunner.warmup`."""
         self.prime()
-        self.warm(self.warm_plan(lengths, max_streams, backlog, max_tail, adapted))
+        self.warm(self.warm_plan(cover or WarmShapes()))
 
     def prime(self) -> None:
         for runner in self.runners:
             runner.prime()
 
-    def warm_plan(
-        self,
-        lengths: Sequence[int] = (),
-        max_streams: int = 1,
-        backlog: Sequence[int] = (),
-        max_tail: int = -1,
-        adapted: bool = False,
-    ) -> list[WarmStep]:
+    def warm_plan(self, cover: WarmShapes) -> list[WarmStep]:
         """Every member's `ModelRunner.warm_plan`, cheapest first: each network compiles its
         own shapes (only the own network's rows double for adapted files: members hear them
         as they are)."""
@@ -510,7 +493,7 @@ class EnsembleRunner:
             WarmStep(i, n, t)
             for i, runner in enumerate(self.runners)
             for _, n, t in runner.warm_plan(
-                lengths, max_streams, backlog, max_tail, adapted and i == 0
+                dataclasses.replace(cover, adapted=cover.adapted and i == 0)
             )
         ]
         return sorted(steps, key=lambda s: (s.rows * s.frames, s))

@@ -30,6 +30,7 @@ from server.runner import (
     LONG_STEP_STREAMS,
     Chunk,
     ModelRunner,
+    WarmShapes,
     padded_rows,
     runner_for_bundle,
 )
@@ -165,7 +166,7 @@ def test_batches_run_at_few_sizes_and_warm_up_compiles_them_all(tiny_bundle: Pat
     sizes = {padded_rows(n) for n in range(1, 65)}
     assert all(padded_rows(n) >= n for n in range(1, 65)) and len(sizes) <= 20
     runner = ModelRunner.from_bundle(str(tiny_bundle))
-    runner.warmup(lengths=(8, 16), max_streams=6, max_tail=15)
+    runner.warmup(WarmShapes(lengths=(8, 16), max_streams=6, max_tail=15))
     assert runner.streams == 0  # warm-up leaves no state behind
     warmed = runner.shapes
     assert warmed >= 2 * len({padded_rows(n) for n in range(1, 7)})
@@ -193,7 +194,7 @@ def test_a_server_adapting_every_file_warms_the_sizes_adapted_files_step_at(
     tiny_bundle: Path,
 ) -> None:
     runner = ModelRunner.from_bundle(str(tiny_bundle))
-    runner.warmup(lengths=(8,), max_streams=3, max_tail=7, adapted=True)
+    runner.warmup(WarmShapes(lengths=(8,), max_streams=3, max_tail=7, adapted=True))
     warmed = runner.shapes
     n_bins = runner.model.config.features.n_bins
     rng = np.random.default_rng(0)
@@ -210,7 +211,7 @@ def test_a_server_adapting_every_file_warms_the_sizes_adapted_files_step_at(
     asyncio.run(runner.run(ends))
     assert runner.shapes == warmed
     plain = ModelRunner.from_bundle(str(tiny_bundle))
-    plain.warmup(lengths=(8,), max_streams=3, max_tail=7)
+    plain.warmup(WarmShapes(lengths=(8,), max_streams=3, max_tail=7))
     assert plain.shapes < warmed  # the doubled rows are sizes a plain server never warms
     runner.close()
     plain.close()
