@@ -115,8 +115,9 @@ async def running_engine(
         settle_heap()  # the model thread and event loop pause less for collections too
         dispatcher.start()
         if later:
-            idle = _no_streams(dispatcher)
-            warming = asyncio.create_task(_warm_when_idle(runner, later, idle))
+            warming = asyncio.create_task(
+                _warm_when_idle(runner, later, lambda: dispatcher.active_streams == 0)
+            )
         yield Engine(
             dispatcher=dispatcher,
             pool=pool,
@@ -181,12 +182,8 @@ async def _warm_when_idle(
         for step in steps:
             while not idle():
                 await asyncio.sleep(IDLE_POLL_S)
-            await runner.warm_later([step])
+            await runner.warm_later(step)
     except Exception:  # a shape that cannot step now fails its first real batch, with a reason
         log.exception("warm-up in the background stopped")
         return
     log.info("warm-up: %d more step shapes in %.1f s", len(steps), time.perf_counter() - started)
-
-
-def _no_streams(dispatcher: BatchDispatcher[Chunk, F32]) -> Callable[[], bool]:
-    return lambda: dispatcher.active_streams == 0

@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -102,16 +102,6 @@ class WarmStep(NamedTuple):
     network: int
     rows: int
     frames: int
-
-
-async def _one_at_a_time(
-    thread: ThreadPoolExecutor,
-    warm: Callable[[Sequence[WarmStep]], None],
-    steps: Sequence[WarmStep],
-) -> None:
-    loop = asyncio.get_running_loop()
-    for s in steps:
-        await loop.run_in_executor(thread, warm, [s])
 
 
 @dataclass(frozen=True)
@@ -284,10 +274,10 @@ class ModelRunner:
                 log_probs, _ = step(self.model, x, stack_states([self._idle] * n))
                 self._shapes.add((log_probs.shape[0], log_probs.shape[1]))
 
-    async def warm_later(self, steps: Sequence[WarmStep]) -> None:
-        """`warm` on the model thread one shape at a time: a real batch waits behind one
-        at most."""
-        await _one_at_a_time(self._thread, self.warm, steps)
+    async def warm_later(self, step: WarmStep) -> None:
+        """`warm` of one shape on the model thread, between real batches: a batch waits
+        behind one at most."""
+        await asyncio.get_running_loop().run_in_executor(self._thread, self.warm, [step])
 
     def _check(self, batch: list[Work[Chunk]]) -> None:
         n_bins, stride = self.model.config.features.n_bins, self.model.config.time_stride
@@ -476,11 +466,6 @@ class EnsembleRunner:
             out.append(mix_numpy(list(outs), self.weights))
         return out
 
-    def warmup(self, cover: WarmShapes | None = None) -> None:
-        """Each member's `ModelRunner.warmup`."""
-        self.prime()
-        self.warm(self.warm_plan(cover or WarmShapes()))
-
     def prime(self) -> None:
         for runner in self.runners:
             runner.prime()
@@ -502,8 +487,8 @@ class EnsembleRunner:
         for s in steps:
             self.runners[s.network].warm([s])
 
-    async def warm_later(self, steps: Sequence[WarmStep]) -> None:
-        await _one_at_a_time(self._thread, self.warm, steps)
+    async def warm_later(self, step: WarmStep) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._thread, self.warm, [step])
 
     def release(self, stream: int) -> None:
         for runner in self.runners:
