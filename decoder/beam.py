@@ -41,13 +41,13 @@ from decoder.hotwords import HotwordSpec, build_hotwords
 from decoder.hypothesis import Hypothesis, Word
 from decoder.jit import array_sum
 from decoder.kernels import committed
-from decoder.lm import LanguageModel
+from decoder.lm import LanguageModel, unigram_log_probs
 from decoder.prefixes import PrefixTree
 from decoder.pruning import candidate_mask
 from decoder.scorer import PrefixScorer, Weights
 from decoder.stays import blank_run
 from decoder.step import Beams, Limits, step
-from decoder.tries import Trie, build_trie
+from decoder.tries import Trie, build_trie, smear_max
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -78,6 +78,11 @@ class DecoderConfig:
     score_threshold: float = 10.0  # drop beams whose Q is more than this below the best
     unk_penalty: float = -10.0  # added to Q per word outside the LM's vocabulary
     prefix_penalty: float = -10.0  # while the partial word starts no unigram (x len/6 past 6)
+    # unigram look-ahead: a partial word scores this share of alpha times the best unigram
+    # ln p of the words it could still become, replaced by the real LM score at its end, so
+    # that spellings of likely words and of rare ones no longer compete on equal terms until
+    # the space. 0 disables it (a partial word then costs nothing until it ends)
+    lookahead: float = 0.0
     hotword_boost: float = 8.0  # boost of a hotword given without its own
     nbest: int = 5  # hypotheses returned by finalize()
     # subtracted from every frame's blank log-prob before the search (each frame's row then
@@ -106,6 +111,7 @@ class DecoderConfig:
             (self.nbest >= 1, "nbest must be >= 1"),
             (self.frame_seconds > 0, "frame_seconds must be > 0"),
             (self.unk_penalty <= 0 and self.prefix_penalty <= 0, "penalties must be <= 0"),
+            (0.0 <= self.lookahead <= 1.0, "lookahead must be in [0, 1] (0 disables it)"),
             (self.commit_s >= 0, "commit_s must be >= 0 (0 disables it)"),
             (math.isfinite(self.blank_penalty), "blank_penalty must be a finite number"),
         ]
@@ -130,11 +136,28 @@ class BeamSearchDecoder:
         self.lm = lm
         word_level = lm is None or lm.unit == "word"
         self.unigrams: Trie | None = None
+        self._words: list[str] = []
         if unigrams is not None and word_level:
-            self.unigrams = build_trie(unigrams, alphabet)
+            self._words = list(unigrams)
+            self.unigrams = build_trie(self._words, alphabet)
+        # per unigram-trie node, the best unigram ln p below it: computed at the first
+        # stream that asks for a look-ahead, and shared with every `with_config` copy
+        self._smeared: dict[str, F64] = {}
+        self._look: F64 = self._look_scores()
         c = self.config
         self.weights = Weights(c.alpha, c.beta, c.unk_penalty, c.prefix_penalty)
         warm_up()
+
+    def _look_scores(self) -> F64:
+        """What a partial word at each unigram-trie node adds to Q (its look-ahead),
+        alpha * lookahead * the best unigram ln p below the node; zeros when off."""
+        c, trie = self.config, self.unigrams
+        if c.lookahead == 0 or trie is None or self.lm is None:
+            return np.zeros(1 if trie is None else trie.nodes + 1)
+        if "best" not in self._smeared:
+            lps = unigram_log_probs(self.lm, self._words)
+            self._smeared["best"] = smear_max(trie, lps)
+        return c.alpha * c.lookahead * self._smeared["best"]
 
     def with_config(self, **changes: float | int) -> BeamSearchDecoder:
         """A decoder with some config fields changed, sharing this one's LM and tries
@@ -143,12 +166,13 @@ class BeamSearchDecoder:
         other.config = dataclasses.replace(self.config, **changes)  # type: ignore[arg-type]
         c = other.config
         other.weights = Weights(c.alpha, c.beta, c.unk_penalty, c.prefix_penalty)
+        other._look = other._look_scores()
         return other
 
     def start(self, hotwords: HotwordSpec = ()) -> BeamStream:
         """A new stream; hotwords are phrases, or (phrase, boost) pairs, or {phrase: boost}."""
         hot = build_hotwords(hotwords, self.alphabet, self.config.hotword_boost)
-        scorer = PrefixScorer(self.alphabet, self.weights, self.lm, self.unigrams, hot)
+        scorer = PrefixScorer(self.alphabet, self.weights, self.lm, self.unigrams, hot, self._look)
         return BeamStream(self.alphabet, self.config, scorer)
 
     def decode(self, log_probs: npt.ArrayLike, hotwords: HotwordSpec = ()) -> list[Hypothesis]:

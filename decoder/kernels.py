@@ -97,6 +97,7 @@ def extend(
     space: int,
     is_boundary: Bools,
     unigram_next: I32,
+    unigram_look: F64,
     hot_next: I32,
     hot_partial: F64,
     prefix_penalty: float,
@@ -109,7 +110,7 @@ def extend(
     their stays and timings updated in place; `tok` lists the unbuilt boundary extensions
     that need an LM lookup, which `add_boundary` then builds."""
     stays, ef, ei = _masses(ints, floats, kids, slot, nodes, pb, pnb, lp, cand, frame, space)
-    tables = (is_boundary, unigram_next, hot_next, hot_partial, prefix_penalty)
+    tables = (is_boundary, unigram_next, unigram_look, hot_next, hot_partial, prefix_penalty)
     tok = _score(ints, floats, nodes, cand, stays, ef, ei, *tables)
     tok = _bound_tokens(floats, stays, ef, tok, width, threshold, bound_extra)
     return stays, ef, ei, tok
@@ -175,14 +176,15 @@ def _score(
     ei: I64,
     is_boundary: Bools,
     unigram_next: I32,
+    unigram_look: F64,
     hot_next: I32,
     hot_partial: F64,
     prefix_penalty: float,
 ) -> I64:
     """Stay scores; extension scores where the child exists; the columns and scores of the
-    unbuilt plain children (the parent's score with its partial-word penalty and tentative
-    hotword bonus replaced by the child's); and the list of unbuilt boundary extensions
-    (score 0 for now)."""
+    unbuilt plain children (the parent's score with its partial-word penalty, or look-ahead,
+    and tentative hotword bonus replaced by the child's); and the list of unbuilt boundary
+    extensions (score 0 for now). A hotword's prefix pays neither penalty nor look-ahead."""
     b, k = nodes.size, cand.size
     tok = np.empty((3, b * k), dtype=np.int64)
     n = 0
@@ -201,7 +203,12 @@ def _score(
             elif ef[MASS, f] > NEG_INF:
                 w2 = unigram_next[_row(unigram_next.shape[0], ints[node, W]), c]
                 h2 = hot_next[_row(hot_next.shape[0], ints[node, H]), c]
-                pen = prefix_penalty * scale if (w2 < 0 and h2 <= 0) else 0.0
+                if h2 > 0:
+                    pen = 0.0
+                elif w2 >= 0:
+                    pen = unigram_look[w2]
+                else:  # no unigram's prefix: the least unigram's look-ahead, and the penalty
+                    pen = prefix_penalty * scale + unigram_look[unigram_look.size - 1]
                 hotb = hot_partial[_row(hot_partial.size, h2)]
                 ei[EXT_W, f], ei[EXT_H, f], ef[EXT_PEN, f], ef[EXT_HOTB, f] = w2, h2, pen, hotb
                 ef[EXT_SCORE, f] = old + pen + hotb

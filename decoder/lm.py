@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import kenlm
+import numpy as np
+import numpy.typing as npt
 
 LN10 = math.log(10.0)
 CHAR_SPACE = "|"  # the token a character LM uses for the space
@@ -140,3 +142,23 @@ class InterpolatedLM:
 def _ln(p: float) -> float:
     """ln p; KenLM's floor is log10 -100 (an unknown word without <unk>), far above underflow."""
     return math.log(p) if p > 0.0 else -1e4
+
+
+def unigram_log_probs(lm: LanguageModel, words: Sequence[str]) -> npt.NDArray[np.float64]:
+    """ln p(w) of each word with no history at all (KenLM's null context; a mixture's
+    weighted sum): what the search can know of a word before it is spelt whole, and so the
+    estimate its look-ahead gives a partial word (decoder/tries.py `smear_max`)."""
+    if isinstance(lm, KenLM):
+        parts = [(lm.raw, 1.0)]
+    elif isinstance(lm, InterpolatedLM):
+        parts = list(lm._parts)
+    else:
+        raise TypeError(f"no unigram probabilities for {type(lm).__name__}")
+    p = np.zeros(len(words))
+    for model, weight in parts:
+        null, out = kenlm.State(), kenlm.State()
+        model.NullContextWrite(null)
+        log10 = np.array([model.BaseScore(null, w, out) for w in words])
+        p += weight * 10.0**log10
+    lps: npt.NDArray[np.float64] = np.log(np.maximum(p, 1e-300))
+    return lps

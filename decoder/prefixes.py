@@ -46,7 +46,7 @@ _MEANINGS = {
     "frame": "frame of the best entry (-1: never entered the beam)",
     "score": "alpha * lm + beta * count + penalties + hotword bonuses",
     "lm": "ln p_lm of the completed tokens",
-    "pen": "partial-word penalty included in score",
+    "pen": "partial-word penalty or look-ahead included in score",
     "hotb": "tentative hotword bonus included in score",
     "entry": "best log mass seen entering it by its last symbol (for timing)",
     "clogp": "log posterior of its last symbol at that frame",

@@ -4,7 +4,10 @@ Q(y) = log p_ctc(y|x) + alpha log p_lm(y) + beta count(y), where count is the nu
 words for a word LM (and without an LM) and of characters for a character LM (DS2 §3.8,
 §3.9); plus a penalty for words outside the LM's vocabulary, a penalty while the partial
 word is no prefix of any unigram (growing with the word's length past AVG_WORD, so that
-a run of garbage cannot postpone its LM cost for free), and the hotword bonuses.
+a run of garbage cannot postpone its LM cost for free), and the hotword bonuses. With a
+look-ahead, a partial word that is a unigram's prefix pays a share of the best unigram
+score it could still reach instead of nothing; both stand in the prefix's `pen` column, so
+the word's real LM score replaces them when it ends.
 
 Most extensions of a word-level search add a letter to a partial word: their scores need
 only trie lookups, which the compiled step does (decoder/kernels.py) with the tables this
@@ -61,6 +64,7 @@ class PrefixScorer:
         lm: LanguageModel | None,
         unigrams: Trie | None,
         hotwords: Hotwords | None,
+        look: F64 | None = None,
     ):
         self.alphabet = alphabet
         self.weights = weights
@@ -76,6 +80,10 @@ class PrefixScorer:
         # the unigram trie's table (without unigrams, every partial word stays at node 0)
         empty = np.zeros((1, alphabet.size), dtype=np.int32)
         self.unigram_next = empty if unigrams is None else unigrams.next
+        # what a partial word at each unigram-trie node adds to Q (DecoderConfig lookahead)
+        self.unigram_look = np.zeros(len(self.unigram_next)) if look is None else look
+        if len(self.unigram_look) != len(self.unigram_next):
+            raise ValueError("look-ahead scores must have one row per unigram-trie row")
         # the most a boundary can add to its parent's score (less its penalty and tentative
         # bonus): ln p_lm <= 0 and the unknown-word penalty <= 0, so only beta and the
         # largest hotword bonuses can raise it; inf (no bound) for a negative alpha

@@ -56,7 +56,8 @@ def step(
     stays, ef, ei, tok = extend(
         tree.ints, tree.floats, tree.kids, tree.slot, beams.nodes, beams.pb, beams.pnb,
         lp, cand, frame, scorer.alphabet.space, scorer.is_boundary, scorer.unigram_next,
-        hot.trie.next, hot.partial, scorer.weights.prefix_penalty, width, threshold,
+        scorer.unigram_look, hot.trie.next, hot.partial, scorer.weights.prefix_penalty, width,
+        threshold,
         scorer.bound_extra,
     )  # fmt: skip
     if tok.shape[1]:

@@ -16,6 +16,7 @@ import numpy.typing as npt
 from decoder.alphabet import Alphabet
 
 I32 = npt.NDArray[np.int32]
+F64 = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -65,3 +66,27 @@ def build_trie(keys: Iterable[str], alphabet: Alphabet) -> Trie:
     ends = np.zeros(len(children) + 1, dtype=bool)
     ends[list(key_of)] = True
     return Trie(table, ends, key_of)
+
+
+def smear_max(trie: Trie, key_values: npt.ArrayLike) -> F64:
+    """Per node, the largest value among the keys below it (itself included), from
+    `key_values` in the order the keys were given to `build_trie`; the dead row gets the
+    smallest of them all (a prefix of no key is worth no more than the least key).
+    A partial word's LM look-ahead: the best any completion of it could score. Every node
+    of a trie has a key below it, so every value is one of the keys'."""
+    values = np.asarray(key_values, dtype=np.float64)
+    n = trie.nodes
+    best = np.full(n + 1, -np.inf)
+    ends = np.fromiter(trie.key_of, dtype=np.int64, count=len(trie.key_of))
+    best[ends] = values[np.fromiter(trie.key_of.values(), dtype=np.int64, count=len(ends))]
+    floor = best[ends].min() if ends.size else 0.0
+    parent = np.full(n, -1, dtype=np.int64)
+    rows, symbols = np.nonzero(trie.next[:n] >= 0)
+    parent[trie.next[rows, symbols]] = rows
+    # build_trie numbers a node after its parent, so one pass from the last node up suffices
+    for node in range(n - 1, 0, -1):
+        up = parent[node]
+        if best[node] > best[up]:
+            best[up] = best[node]
+    best[n] = floor
+    return best

@@ -1,5 +1,5 @@
-"""Random search of the LM weight alpha and the insertion bonus beta on a dev set, and a
-sweep of the blank penalty.
+"""Random search of the LM weight alpha and the insertion bonus beta on a dev set, and
+sweeps of one setting (the blank penalty, the look-ahead).
 
 The acoustic model runs once (the caller passes its log-probs); each trial only decodes.
 The search draws (alpha, beta) uniformly from the given ranges with a fixed seed, so a
@@ -83,19 +83,21 @@ def _wer(decoder: BeamSearchDecoder, log_probs: Sequence[F32], refs: Sequence[st
     return wer(zip(refs, hyps, strict=True)).rate
 
 
-def sweep_blank_penalty(
+def sweep_setting(
     decoder: BeamSearchDecoder,
+    name: str,
     log_probs: Sequence[F32],
     references: Sequence[str],
-    penalties: Sequence[float],
+    values: Sequence[float],
 ) -> tuple[float, tuple[tuple[float, float], ...]]:
-    """(the penalty with the lowest WER, ties to the first listed; every (penalty, WER)), at
-    the decoder's other settings. The penalty shifts how many symbols the search keeps, which
-    the bonus also does: search alpha and beta again at the chosen one."""
-    if not penalties:
-        raise ValueError("need at least one blank penalty to try")
+    """(the value of DecoderConfig field `name` with the lowest WER, ties to the first
+    listed; every (value, WER)), at the decoder's other settings. The blank penalty shifts
+    how many symbols the search keeps, and the look-ahead how partial words compete, both of
+    which the weight and bonus also do: search alpha and beta again at the chosen value."""
+    if not values:
+        raise ValueError(f"need at least one {name} to try")
     table = tuple(
-        (float(p), _wer(decoder.with_config(blank_penalty=float(p)), log_probs, references))
-        for p in penalties
+        (float(v), _wer(decoder.with_config(**{name: float(v)}), log_probs, references))
+        for v in values
     )
     return min(table, key=lambda row: row[1])[0], table

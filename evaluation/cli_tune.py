@@ -1,7 +1,8 @@
 """`harken tune-lm`: random search of alpha and beta on a dev manifest, written into the
 bundle's decoder.json. The network runs once; each trial only decodes. With
-`--blank-penalty`, the listed penalties are tried first at the bundle's weights and the
-best is kept for the search (models/results/blank.md)."""
+`--blank-penalty` or `--lookahead`, the listed values are tried first at the bundle's
+weights (in that order) and the best of each is kept for the search
+(models/results/blank.md, models/results/lookahead.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from decoder.alphabet import Alphabet
 from decoder.loading import load_decoder, update_decoder_json
-from decoder.tune import sweep_blank_penalty, tune
+from decoder.tune import sweep_setting, tune
 from evaluation.model_outputs import manifest_log_probs
 from models import DEFAULT_BUNDLE
 
@@ -32,6 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="blank penalties to try first (e.g. 0 0.5 0.75 1 1.5); the best is kept and "
         "written with alpha and beta",
     )
+    parser.add_argument(
+        "--lookahead",
+        type=float,
+        nargs="+",
+        metavar="L",
+        help="unigram look-ahead shares to try next, in [0, 1] (e.g. 0 0.5 0.75 1); the best "
+        "is kept and written with alpha and beta",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print, do not write decoder.json")
 
 
@@ -40,14 +49,14 @@ def main(args: argparse.Namespace) -> int:
     alphabet = Alphabet.from_list(outputs.config.alphabet)
     decoder = load_decoder(args.bundle, alphabet, outputs.config.frame_seconds)
     chosen: dict[str, float] = {}
-    if args.blank_penalty:
-        penalty, table = sweep_blank_penalty(
-            decoder, outputs.log_probs, outputs.references, args.blank_penalty
-        )
-        for p, rate in table:
-            print(f"blank penalty {p:g}  WER {rate:.4f}")
-        chosen["blank_penalty"] = penalty
-        decoder = decoder.with_config(blank_penalty=penalty)
+    for name, values in (("blank_penalty", args.blank_penalty), ("lookahead", args.lookahead)):
+        if not values:
+            continue
+        value, table = sweep_setting(decoder, name, outputs.log_probs, outputs.references, values)
+        for v, rate in table:
+            print(f"{name.replace('_', ' ')} {v:g}  WER {rate:.4f}")
+        chosen[name] = value
+        decoder = decoder.with_config(**{name: value})
     result = tune(
         decoder,
         outputs.log_probs,

@@ -205,6 +205,11 @@ def language_model_lines(
             f"- blank penalty {cfg['blank_penalty']}: taken off every frame's blank log-prob "
             "before the search, so fewer characters of unheard voices are deleted"
         )
+    if cfg.get("lookahead"):
+        lines.append(
+            f"- unigram look-ahead {cfg['lookahead']}: a partial word scores that share of the "
+            "weighted best unigram it could still become, so likely words are not cut mid-word"
+        )
     if cfg.get("commit_s"):
         lines.append(
             f"- early commit {cfg['commit_s']} s: hypotheses that parted from the best one "

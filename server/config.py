@@ -104,6 +104,10 @@ class ServerConfig:
     # unheard voices, models/results/blank.md): higher keeps more, and inserts more. Negative
     # keeps the bundle's; 0 turns it off
     blank_penalty: float = -1.0
+    # the share of a partial word's best unigram score it pays before it ends (decoder.json's
+    # lookahead, models/results/lookahead.md): it keeps likely words in a narrower beam.
+    # Negative keeps the bundle's; 0 turns it off; at most 1
+    lookahead: float = -1.0
     max_upload_mb: float = 25.0  # REST upload limit (OpenAI's is 25 MB); larger gets 413
     max_stream_s: float = 600.0  # longest audio one stream or file may carry, in seconds
     idle_timeout_s: float = 30.0  # a WebSocket silent this long is closed
@@ -134,6 +138,7 @@ class ServerConfig:
             math.isfinite(self.blank_penalty),
             f"blank_penalty must be a number, got {self.blank_penalty}",
         )
+        _check(self.lookahead <= 1, f"lookahead must be a number at most 1, got {self.lookahead}")
         for name in ("max_batch", "max_streams", "decoder_workers"):
             _check(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         _check(
@@ -188,6 +193,8 @@ class ServerConfig:
             search["score_threshold"] = self.beam_threshold
         if self.blank_penalty >= 0:
             search["blank_penalty"] = self.blank_penalty
+        if self.lookahead >= 0:
+            search["lookahead"] = self.lookahead
         return search
 
     @property

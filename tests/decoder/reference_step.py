@@ -189,7 +189,9 @@ def _extend(scorer: PrefixScorer, tree: PrefixTree, parents: A, chars: A) -> dic
     w2 = w2.astype(np.int64)
     wlen2 = cols["wlen"][parents] + 1
     scale = np.maximum(1.0, wlen2 / AVG_WORD)
-    pen2 = np.where((w2 < 0) & (h2 <= 0), scorer.weights.prefix_penalty * scale, 0.0)
+    dead = scorer.weights.prefix_penalty * scale + scorer.unigram_look[-1]
+    look2 = np.where(w2 >= 0, scorer.unigram_look[w2], dead)
+    pen2 = np.where(h2 > 0, 0.0, look2)
     hotb2 = scorer.hot.partial[h2]
     old = cols["score"][parents] - cols["pen"][parents] - cols["hotb"][parents]
     return {

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +15,7 @@ from hypothesis.extra.numpy import arrays
 from decoder.alphabet import ENGLISH, Alphabet
 from decoder.beam import BeamSearchDecoder, DecoderConfig
 from decoder.lm import CHAR_SPACE, KenLM
-from tests.decoder.conftest import TINY, log_softmax, spell
+from tests.decoder.conftest import TINY, log_softmax, spell, write_arpa
 
 WIDE = DecoderConfig(
     alpha=0.7,
@@ -70,20 +72,78 @@ def test_wide_beam_finds_the_best_text(
         assert hyp.score == pytest.approx(want[hyp.text], abs=1e-6)
 
 
+@pytest.mark.parametrize("lookahead", [0.5, 1.0])
+@settings(max_examples=15, deadline=None)
+@given(lp=tiny_log_probs)
+def test_a_look_ahead_moves_no_finished_score(
+    lookahead: float, lp: np.ndarray, word_lm: KenLM
+) -> None:
+    """The look-ahead is only an estimate for partial words: with nothing pruned, every
+    hypothesis still scores exactly as its whole text does."""
+    cfg = dataclasses.replace(WIDE, lookahead=lookahead)
+    got = BeamSearchDecoder(TINY, cfg, word_lm, unigrams=["a", "b", "ab", "ba"]).decode(lp)
+    want = brute_force(lp, word_lm, WIDE)
+    assert got[0].score == pytest.approx(max(want.values()), abs=1e-6)
+    for hyp in got:
+        assert hyp.score == pytest.approx(want[hyp.text], abs=1e-6)
+
+
+def test_a_look_ahead_keeps_the_likelier_word_in_a_narrow_beam(tmp_path: Path) -> None:
+    """Two words differ from their first letter and sound alike until their last; the rare
+    one's first letter is a little louder. A one-beam search without a look-ahead keeps the
+    louder spelling and cannot go back once the common word is cut; with it, the common word
+    is worth keeping from its first letter."""
+    alphabet = Alphabet((" ", "a", "b", "c"))
+    lm = KenLM(
+        write_arpa(
+            tmp_path / "lm.arpa",
+            {"<s>": -99.0, "</s>": -0.1, "<unk>": -9.0, "ac": -0.05, "bc": -4.0},
+            {},
+        )
+    )
+    lp = np.log(
+        np.array(
+            [
+                [0.02, 0.02, 0.46, 0.50, 0.00],  # b a little louder than a
+                [0.90, 0.02, 0.02, 0.02, 0.04],
+                [0.02, 0.02, 0.02, 0.02, 0.92],  # c
+            ]
+        )
+        + 1e-12
+    )
+    lp = log_softmax(lp)
+    cfg = DecoderConfig(alpha=1.0, beta=0.0, beam_width=1, cutoff_prob=1.0)
+    words = ["ac", "bc"]
+    assert BeamSearchDecoder(alphabet, cfg, lm, words).decode(lp)[0].text == "bc"
+    looking = dataclasses.replace(cfg, lookahead=1.0)
+    assert BeamSearchDecoder(alphabet, looking, lm, words).decode(lp)[0].text == "ac"
+
+
 def _fuzzed(v: int, max_t: int = 40) -> st.SearchStrategy[np.ndarray]:
     shapes = st.integers(1, max_t).map(lambda t: (t, v))
     return arrays(np.float64, shapes, elements=st.floats(-5, 5)).map(lambda x: log_softmax(x * 3))
 
 
-@pytest.mark.parametrize("penalty", [0.0, 0.7])
+@pytest.mark.parametrize(("penalty", "lookahead"), [(0.0, 0.0), (0.7, 0.0), (0.0, 0.8)])
 @pytest.mark.parametrize("which", ["none", "word"])
 @settings(max_examples=25, deadline=None)
 @given(lp=_fuzzed(TINY.size), data=st.data())
 def test_chunked_equals_whole(
-    which: str, penalty: float, lp: np.ndarray, data: st.DataObject, request: pytest.FixtureRequest
+    which: str,
+    penalty: float,
+    lookahead: float,
+    lp: np.ndarray,
+    data: st.DataObject,
+    request: pytest.FixtureRequest,
 ) -> None:
     lm = None if which == "none" else request.getfixturevalue(f"{which}_lm")
-    cfg = DecoderConfig(beam_width=8, cutoff_prob=0.95, score_threshold=8.0, blank_penalty=penalty)
+    cfg = DecoderConfig(
+        beam_width=8,
+        cutoff_prob=0.95,
+        score_threshold=8.0,
+        blank_penalty=penalty,
+        lookahead=lookahead,
+    )
     decoder = BeamSearchDecoder(TINY, cfg, lm, unigrams=["a", "ab", "ba"])
     cuts = sorted(data.draw(st.lists(st.integers(0, len(lp)), max_size=6)))
     stream = decoder.start(hotwords=[("ab ba", 3.0)])
@@ -164,5 +224,7 @@ def test_bad_input_is_rejected_with_a_reason() -> None:
         stream.advance(np.log(np.full((1, 4), 0.25)))
     with pytest.raises(ValueError, match="beam_width"):
         DecoderConfig(beam_width=0)
+    with pytest.raises(ValueError, match="lookahead"):
+        DecoderConfig(lookahead=1.5)
     with pytest.raises(ValueError, match="hotword"):
         BeamSearchDecoder(TINY).start(hotwords=["abc"])

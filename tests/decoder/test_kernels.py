@@ -55,6 +55,7 @@ _lp = arrays(np.float64, st.tuples(st.integers(1, 50), st.just(TINY.size)), elem
     threshold=st.sampled_from([2.0, 8.0, np.inf]),
     alpha=st.sampled_from([0.7, -0.4]),
     cutoff=st.sampled_from([0.9, 1.0]),
+    lookahead=st.sampled_from([0.0, 0.8]),
 )
 def test_compiled_search_equals_numpy_reference(
     which: str,
@@ -64,11 +65,16 @@ def test_compiled_search_equals_numpy_reference(
     threshold: float,
     alpha: float,
     cutoff: float,
+    lookahead: float,
     request: pytest.FixtureRequest,
 ) -> None:
     lm = None if which == "none" else request.getfixturevalue(f"{which}_lm")
     cfg = DecoderConfig(
-        alpha=alpha, beam_width=width, cutoff_prob=cutoff, score_threshold=threshold
+        alpha=alpha,
+        beam_width=width,
+        cutoff_prob=cutoff,
+        score_threshold=threshold,
+        lookahead=lookahead,
     )
     decoder = BeamSearchDecoder(TINY, cfg, lm, unigrams=["a", "ab", "ba"])
     lp = log_softmax(logits * 2)
@@ -81,8 +87,10 @@ def test_compiled_search_equals_reference_on_english(seed: int, word_lm: KenLM) 
     alphabet, rng = Alphabet(ENGLISH), np.random.default_rng(seed)
     text = "a ba ab the quick brown fox jumps over ab ba"
     lp = synthetic_log_probs(text, alphabet, rng, confusion=0.3, peak=4.0)
-    decoder = BeamSearchDecoder(alphabet, DecoderConfig(beam_width=16), word_lm, text.split())
-    assert _run(decoder, lp, [40], reference=False) == _run(decoder, lp, [40], reference=True)
+    for lookahead in (0.0, 0.7):
+        cfg = DecoderConfig(beam_width=16, lookahead=lookahead)
+        decoder = BeamSearchDecoder(alphabet, cfg, word_lm, text.split())
+        assert _run(decoder, lp, [40], reference=False) == _run(decoder, lp, [40], reference=True)
 
 
 def test_select_chooses_as_numpy_does_or_defers_to_it() -> None:

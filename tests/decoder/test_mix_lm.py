@@ -16,7 +16,7 @@ import pytest
 from decoder import mix, sphinx_lm
 from decoder.beam import DecoderConfig
 from decoder.kenlm_tools import cached_tools
-from decoder.lm import InterpolatedLM, KenLM
+from decoder.lm import InterpolatedLM, KenLM, unigram_log_probs
 from decoder.loading import load_decoder, write_decoder_json
 from decoder.sphinx_lm import LOG10_OF_UNIT, read_sphinx_trie
 from tests.decoder.conftest import TINY, WORD_BIGRAMS, WORDS, spell, write_arpa
@@ -201,3 +201,17 @@ def test_a_bundle_with_a_bad_mixture_names_its_file(tmp_path: Path, general: Pat
     (bundle / "decoder.json").write_text(json.dumps(doc))
     with pytest.raises(ValueError, match=r"decoder.json: bad mix .*sum to 1"):
         load_decoder(bundle, TINY, 0.02)
+
+
+def test_unigram_scores_ignore_history(tmp_path: Path) -> None:
+    """A word's look-ahead estimate is its probability with no history: KenLM's null
+    context for one model, the weighted sum of those for a mixture."""
+    one = KenLM(write_arpa(tmp_path / "one.arpa", WORDS, WORD_BIGRAMS))
+    other = KenLM(write_arpa(tmp_path / "two.arpa", {**WORDS, "a": -0.2, "ba": -2.0}, {}))
+    words = ["a", "ab", "ba", "zz"]
+    got = unigram_log_probs(one, words)
+    want = [WORDS[w] if w in WORDS else WORDS["<unk>"] for w in words]
+    np.testing.assert_allclose(got, np.array(want) * math.log(10), rtol=1e-6)
+    mixed = unigram_log_probs(InterpolatedLM([one, other], [0.3, 0.7]), words)
+    p2 = np.exp(unigram_log_probs(other, words))
+    np.testing.assert_allclose(mixed, np.log(0.3 * np.exp(got) + 0.7 * p2), rtol=1e-6)

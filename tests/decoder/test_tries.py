@@ -3,11 +3,12 @@ spell are left out (the beam search's word constraint and hotwords rely on this)
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from decoder.alphabet import Alphabet
-from decoder.tries import Trie, build_trie
+from decoder.tries import Trie, build_trie, smear_max
 
 ALPHABET = Alphabet.from_list([" ", "'", "a", "b", "c"])
 WORDS = st.lists(st.text(alphabet="abc'x", max_size=5), max_size=30)
@@ -35,3 +36,23 @@ def test_a_trie_finds_its_keys_and_nothing_else(keys: list[str], probes: list[st
     prefixes = {k[:i] for k in spellable for i in range(1, len(k) + 1)}
     assert trie.nodes == 1 + len(prefixes)  # the root and one node per distinct prefix
     assert (trie.next[-1] == -1).all() and not trie.ends[-1]  # the dead state stays dead
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.text(alphabet="abc", min_size=1, max_size=5), min_size=1, max_size=30), st.data()
+)
+def test_smearing_gives_each_prefix_its_best_completion(
+    keys: list[str], data: st.DataObject
+) -> None:
+    """The look-ahead of a partial word is the best value of the keys it can still become."""
+    values = data.draw(st.lists(st.floats(-30, 0), min_size=len(keys), max_size=len(keys)))
+    trie = build_trie(keys, ALPHABET)
+    best = smear_max(trie, values)
+    first = {k: values[keys.index(k)] for k in keys}  # a duplicate key keeps its first value
+    for prefix in {k[:i] for k in keys for i in range(1, len(k) + 1)}:
+        below = [v for k, v in first.items() if k.startswith(prefix)]
+        assert best[walk(trie, prefix)] == max(below)
+    assert best[0] == max(first.values())  # the root: any word at all
+    assert best[-1] == min(first.values())  # the dead state: no better than the least key
+    assert np.isfinite(best).all()

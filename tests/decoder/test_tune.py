@@ -3,12 +3,16 @@ the settings that read the references best."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from decoder.alphabet import Alphabet
 from decoder.beam import BeamSearchDecoder, DecoderConfig
-from decoder.tune import sweep_blank_penalty, tune
-from tests.decoder.conftest import TINY, log_softmax, spell
+from decoder.lm import KenLM
+from decoder.tune import sweep_setting, tune
+from tests.decoder.conftest import TINY, log_softmax, spell, write_arpa
 
 
 def _narrow_blank() -> np.ndarray:
@@ -20,12 +24,12 @@ def _narrow_blank() -> np.ndarray:
 def test_the_blank_penalty_sweep_keeps_the_penalty_that_reads_the_references() -> None:
     decoder = BeamSearchDecoder(TINY)
     lps, refs = [_narrow_blank()] * 3, ["ab"] * 3
-    best, table = sweep_blank_penalty(decoder, lps, refs, [0.0, 1.0, 3.0])
+    best, table = sweep_setting(decoder, "blank_penalty", lps, refs, [0.0, 1.0, 3.0])
     assert best == 1.0
     assert [p for p, _ in table] == [0.0, 1.0, 3.0]
     assert dict(table)[0.0] == 1.0 and dict(table)[1.0] == 0.0
     with pytest.raises(ValueError, match="at least one"):
-        sweep_blank_penalty(decoder, lps, refs, [])
+        sweep_setting(decoder, "blank_penalty", lps, refs, [])
 
 
 def test_the_bonus_search_finds_the_word_count_the_references_have() -> None:
@@ -40,3 +44,17 @@ def test_the_bonus_search_finds_the_word_count_the_references_have() -> None:
     assert (result.trials[0].alpha, result.trials[0].beta) == (0.5, -2.0)
     assert result.best.wer == 0.0 and result.best.beta > 0
     assert result.best.wer == min(t.wer for t in result.trials)
+
+
+def test_the_look_ahead_sweep_keeps_the_share_that_reads_the_references(tmp_path: Path) -> None:
+    """One beam, a rare word's first letter a little louder than a common one's: only a
+    look-ahead keeps the common word, and the sweep finds that."""
+    alphabet = Alphabet((" ", "a", "b", "c"))
+    unigrams = {"<s>": -99.0, "</s>": -0.1, "<unk>": -9.0, "ac": -0.05, "bc": -4.0}
+    lm = KenLM(write_arpa(tmp_path / "lm.arpa", unigrams, {}))
+    probs = [[0.02, 0.02, 0.46, 0.5, 0.0], [0.9, 0.02, 0.02, 0.02, 0.04], [0.02] * 4 + [0.92]]
+    lp = log_softmax(np.log(np.array(probs) + 1e-12))
+    cfg = DecoderConfig(alpha=1.0, beta=0.0, beam_width=1, cutoff_prob=1.0)
+    decoder = BeamSearchDecoder(alphabet, cfg, lm, ["ac", "bc"])
+    best, table = sweep_setting(decoder, "lookahead", [lp] * 2, ["ac"] * 2, [0.0, 1.0])
+    assert best == 1.0 and dict(table) == {0.0: 1.0, 1.0: 0.0}

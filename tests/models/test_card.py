@@ -112,6 +112,10 @@ def test_the_language_model_and_its_texts_are_described() -> None:
     lines = language_model_lines(decoder, 58924, 7_516_338)
     assert any(line.startswith("- blank penalty 0.75: ") for line in lines)
     assert not any("early commit" in line for line in lines)  # none set, none described
+    assert not any("look-ahead" in line for line in lines)
+    decoder["config"]["lookahead"] = 0.75  # type: ignore[index]
+    lines = language_model_lines(decoder, 58924, 7_516_338)
+    assert any(line.startswith("- unigram look-ahead 0.75: ") for line in lines)
     decoder["config"]["commit_s"] = 1.0  # type: ignore[index]
     lines = language_model_lines(decoder, 58924, 7_516_338)
     assert any(line.startswith("- early commit 1.0 s: ") for line in lines)

@@ -257,6 +257,8 @@ def test_bad_server_config_says_what_to_change(tmp_path: Path) -> None:
         ServerConfig(beam_threshold=-2)
     with pytest.raises(ValueError, match="blank_penalty must be a number, got nan"):
         ServerConfig(blank_penalty=float("nan"))
+    with pytest.raises(ValueError, match="lookahead must be a number at most 1, got 2"):
+        ServerConfig(lookahead=2)
     with pytest.raises(ValueError, match="dtype int8 runs on the CPU only"):
         ServerConfig(device="cuda", dtype="int8")
     with pytest.raises(ValueError, match="warmup must be one of .*background.*, got 'some'"):
@@ -270,6 +272,8 @@ def test_bad_server_config_says_what_to_change(tmp_path: Path) -> None:
     assert from_args(parser.parse_args([]), {}).search == {}  # the bundle's own search
     penalty = from_args(parser.parse_args([]), {"HARKEN_BLANK_PENALTY": "0"})
     assert penalty.search == {"blank_penalty": 0.0}  # 0 turns the bundle's penalty off
+    look = from_args(parser.parse_args(["--lookahead", "0.5"]), {})
+    assert look.search == {"lookahead": 0.5}
     off = from_args(parser.parse_args([]), {"HARKEN_SPEAKER_ADAPTATION": "False"})
     assert off.speaker_adaptation is False  # bool("False") would have been True
     with pytest.raises(ValueError, match="speaker_adaptation must be a bool, got 'maybe'"):
