@@ -140,9 +140,9 @@ class BeamSearchDecoder:
         if unigrams is not None and word_level:
             self._words = list(unigrams)
             self.unigrams = build_trie(self._words, alphabet)
-        # per unigram-trie node, the best unigram ln p below it: computed at the first
-        # stream that asks for a look-ahead, and shared with every `with_config` copy
-        self._smeared: dict[str, F64] = {}
+        # per unigram-trie node, the best unigram ln p below it: built the first time a
+        # config asks for a look-ahead, into a cell every `with_config` copy shares
+        self._best_below: list[F64] = []
         self._look: F64 = self._look_scores()
         c = self.config
         self.weights = Weights(c.alpha, c.beta, c.unk_penalty, c.prefix_penalty)
@@ -154,10 +154,9 @@ class BeamSearchDecoder:
         c, trie = self.config, self.unigrams
         if c.lookahead == 0 or trie is None or self.lm is None:
             return np.zeros(1 if trie is None else trie.nodes + 1)
-        if "best" not in self._smeared:
-            lps = unigram_log_probs(self.lm, self._words)
-            self._smeared["best"] = smear_max(trie, lps)
-        return c.alpha * c.lookahead * self._smeared["best"]
+        if not self._best_below:
+            self._best_below.append(smear_max(trie, unigram_log_probs(self.lm, self._words)))
+        return c.alpha * c.lookahead * self._best_below[0]
 
     def with_config(self, **changes: float | int) -> BeamSearchDecoder:
         """A decoder with some config fields changed, sharing this one's LM and tries
