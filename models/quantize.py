@@ -12,8 +12,9 @@ it: close to fp32, not bit-equal to it.
 
 Convolutions, row convolution and the output layer stay fp32: they are a small part of a
 step, and int8 1-D convolutions (one scale per call for a batch's activations) saved 0-26% of
-a step but cost real speech a point of WER (`loadtest/results/int8_conv/`). The step-by-step fallback (`RecurrentLayer.scan`, for shapes the fused kernel cannot
-express) keeps the fp32 weights too.
+a step but cost real speech a point of WER (`loadtest/results/int8_conv/`). The step-by-step
+fallback (`RecurrentLayer.scan`, for shapes the fused kernel cannot express) keeps the fp32
+weights too.
 """
 
 from __future__ import annotations

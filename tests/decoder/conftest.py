@@ -52,3 +52,13 @@ def spell(path: str, alphabet: Alphabet, p: float = 0.9) -> np.ndarray:
     for t, ch in enumerate(path):
         lp[t, 0 if ch == "_" else alphabet.id_of(ch)] = np.log(p)
     return lp
+
+
+def rare_word_louder(tmp_path: Path) -> tuple[Alphabet, KenLM, np.ndarray]:
+    """Two words, "ac" (common) and "bc" (rare), that differ in their first letter only, the
+    rare one's a little louder: a one-beam search keeps "ac" only if it weighs the words'
+    likelihood before they end. (alphabet, LM, log-probs [3, 5])."""
+    unigrams = {"<s>": -99.0, "</s>": -0.1, "<unk>": -9.0, "ac": -0.05, "bc": -4.0}
+    lm = KenLM(write_arpa(tmp_path / "lm.arpa", unigrams, {}))
+    probs = [[0.02, 0.02, 0.46, 0.5, 0.0], [0.9, 0.02, 0.02, 0.02, 0.04], [0.02] * 4 + [0.92]]
+    return Alphabet((" ", "a", "b", "c")), lm, log_softmax(np.log(np.array(probs) + 1e-12))

@@ -15,7 +15,7 @@ from hypothesis.extra.numpy import arrays
 from decoder.alphabet import ENGLISH, Alphabet
 from decoder.beam import BeamSearchDecoder, DecoderConfig
 from decoder.lm import CHAR_SPACE, KenLM
-from tests.decoder.conftest import TINY, log_softmax, spell, write_arpa
+from tests.decoder.conftest import TINY, log_softmax, rare_word_louder, spell
 
 WIDE = DecoderConfig(
     alpha=0.7,
@@ -93,25 +93,7 @@ def test_a_look_ahead_keeps_the_likelier_word_in_a_narrow_beam(tmp_path: Path) -
     one's first letter is a little louder. A one-beam search without a look-ahead keeps the
     louder spelling and cannot go back once the common word is cut; with it, the common word
     is worth keeping from its first letter."""
-    alphabet = Alphabet((" ", "a", "b", "c"))
-    lm = KenLM(
-        write_arpa(
-            tmp_path / "lm.arpa",
-            {"<s>": -99.0, "</s>": -0.1, "<unk>": -9.0, "ac": -0.05, "bc": -4.0},
-            {},
-        )
-    )
-    lp = np.log(
-        np.array(
-            [
-                [0.02, 0.02, 0.46, 0.50, 0.00],  # b a little louder than a
-                [0.90, 0.02, 0.02, 0.02, 0.04],
-                [0.02, 0.02, 0.02, 0.02, 0.92],  # c
-            ]
-        )
-        + 1e-12
-    )
-    lp = log_softmax(lp)
+    alphabet, lm, lp = rare_word_louder(tmp_path)
     cfg = DecoderConfig(alpha=1.0, beta=0.0, beam_width=1, cutoff_prob=1.0)
     words = ["ac", "bc"]
     assert BeamSearchDecoder(alphabet, cfg, lm, words).decode(lp)[0].text == "bc"

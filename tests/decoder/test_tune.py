@@ -8,11 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from decoder.alphabet import Alphabet
 from decoder.beam import BeamSearchDecoder, DecoderConfig
-from decoder.lm import KenLM
 from decoder.tune import sweep_setting, tune
-from tests.decoder.conftest import TINY, log_softmax, spell, write_arpa
+from tests.decoder.conftest import TINY, log_softmax, rare_word_louder, spell
 
 
 def _narrow_blank() -> np.ndarray:
@@ -49,11 +47,7 @@ def test_the_bonus_search_finds_the_word_count_the_references_have() -> None:
 def test_the_look_ahead_sweep_keeps_the_share_that_reads_the_references(tmp_path: Path) -> None:
     """One beam, a rare word's first letter a little louder than a common one's: only a
     look-ahead keeps the common word, and the sweep finds that."""
-    alphabet = Alphabet((" ", "a", "b", "c"))
-    unigrams = {"<s>": -99.0, "</s>": -0.1, "<unk>": -9.0, "ac": -0.05, "bc": -4.0}
-    lm = KenLM(write_arpa(tmp_path / "lm.arpa", unigrams, {}))
-    probs = [[0.02, 0.02, 0.46, 0.5, 0.0], [0.9, 0.02, 0.02, 0.02, 0.04], [0.02] * 4 + [0.92]]
-    lp = log_softmax(np.log(np.array(probs) + 1e-12))
+    alphabet, lm, lp = rare_word_louder(tmp_path)
     cfg = DecoderConfig(alpha=1.0, beta=0.0, beam_width=1, cutoff_prob=1.0)
     decoder = BeamSearchDecoder(alphabet, cfg, lm, ["ac", "bc"])
     best, table = sweep_setting(decoder, "lookahead", [lp] * 2, ["ac"] * 2, [0.0, 1.0])
