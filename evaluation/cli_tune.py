@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from decoder.alphabet import Alphabet
+from decoder.beam import DecoderConfig
 from decoder.loading import load_decoder, update_decoder_json
 from decoder.tune import sweep_setting, tune
 from evaluation.model_outputs import manifest_log_probs
@@ -45,11 +47,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    sweeps = (("blank_penalty", args.blank_penalty), ("lookahead", args.lookahead))
+    try:  # every value checked before the network runs over the whole manifest
+        for name, values in sweeps:
+            for v in values or ():
+                DecoderConfig(**{name: v})
+    except ValueError as e:
+        print(f"harken tune-lm: {e}", file=sys.stderr)
+        return 2
     outputs = manifest_log_probs(args.bundle, args.manifest, args.limit)
     alphabet = Alphabet.from_list(outputs.config.alphabet)
     decoder = load_decoder(args.bundle, alphabet, outputs.config.frame_seconds)
     chosen: dict[str, float] = {}
-    for name, values in (("blank_penalty", args.blank_penalty), ("lookahead", args.lookahead)):
+    for name, values in sweeps:
         if not values:
             continue
         value, table = sweep_setting(decoder, name, outputs.log_probs, outputs.references, values)
