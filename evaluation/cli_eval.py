@@ -26,8 +26,10 @@ import numpy.typing as npt
 import soundfile as sf
 import torch
 
+from decoder.beam import BeamSearchDecoder
 from decoder.loading import DECODER_JSON
 from decoder.metrics import ErrorRate, edit_distance
+from evaluation.attribution import KINDS, Kind, attribute, shares
 from evaluation.peers import PEERS, PeerUnavailable, load_peer, transcribe_manifest
 from models import DEFAULT_BUNDLE
 from models.bundle import PRECISIONS, load_bundle
@@ -203,11 +205,33 @@ def by_voice(utts: Sequence[Utterance], scored: Sequence[Scored]) -> dict[str, d
     return {voice: summarize(groups[voice]) for voice in sorted(groups)}
 
 
+def error_kinds(
+    utts: Sequence[Utterance], scored: Sequence[Scored], kinds: Sequence[Kind]
+) -> dict[str, Any]:
+    """Overall and per voice, each kind's utterances and share of the word errors."""
+    groups: dict[str, list[int]] = {}
+    for i, u in enumerate(utts):
+        groups.setdefault(u.voice or NO_VOICE, []).append(i)
+
+    def part(rows: Sequence[int]) -> dict[str, dict[str, float]]:
+        return shares([kinds[i] for i in rows], [scored[i].word_errors for i in rows])
+
+    return {
+        "overall": part(range(len(utts))),
+        "per_voice": {voice: part(groups[voice]) for voice in sorted(groups)},
+        "per_utterance": list(kinds),  # in manifest order, as `per_utterance` lists errors
+    }
+
+
 def worst(
-    utts: Sequence[Utterance], results: dict[str, list[Scored]], count: int
+    utts: Sequence[Utterance],
+    results: dict[str, list[Scored]],
+    count: int,
+    kinds: Sequence[Kind] = (),
 ) -> list[dict[str, Any]]:
     """The `count` utterances with the most word errors under the last (best) decoder, then
-    the most character errors; each with every decoder's hypothesis."""
+    the most character errors; each with every decoder's hypothesis (and the beam's error
+    kind, when attributed)."""
     ranked = list(results)[-1]
     rows = results[ranked]
     order = sorted(
@@ -223,6 +247,8 @@ def worst(
         }
         for name, scored in results.items():
             row[name] = {"text": scored[i].hypothesis, "wer": scored[i].wer, "cer": scored[i].cer}
+        if kinds:
+            row["beam"]["kind"] = kinds[i]
         out.append(row)
     return out
 
@@ -262,10 +288,18 @@ def evaluate(
         model, utts, args.batch_frames, args.batch_size, adapter, profiles
     )
     timing["forward_s"] = time.perf_counter() - start
+    kinds: list[Kind] = []
     for name, decoder in decoders.items():
         texts, seconds = decode_all(decoder, outputs)
         results[name] = [score(u.text, t) for u, t in zip(utts, texts, strict=True)]
         timing[f"{name}_decode_s"] = seconds
+        if name == "beam" and isinstance(decoder, BeamSearchDecoder):
+            start = time.perf_counter()
+            kinds = [
+                attribute(decoder, lp, u.text, t)
+                for lp, u, t in zip(outputs, utts, texts, strict=True)
+            ]
+            timing["attribution_s"] = time.perf_counter() - start
     return {
         "bundle": str(args.bundle),
         "manifest": str(args.manifest),
@@ -289,7 +323,9 @@ def evaluate(
             name: {"overall": summarize(s), "per_voice": by_voice(utts, s)}
             for name, s in results.items()
         },
-        "worst": worst(utts, results, args.worst),
+        # the beam's word errors by what owes them: the search, the LM, the network
+        "error_kinds": error_kinds(utts, results["beam"], kinds) if kinds else None,
+        "worst": worst(utts, results, args.worst, kinds),
         # every utterance's error counts, so that `harken compare` can pair two reports; audio
         # relative to the manifest, so that reports from two checkouts still pair
         "per_utterance": {
@@ -324,12 +360,30 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {label} | {rows[0]['utterances']} |"
             + "".join(f" {r['wer']:.2%} | {r['cer']:.2%} |" for r in rows)
         )
+    kinds = report.get("error_kinds")
+    if kinds:
+        lines += [
+            "",
+            "Where the beam's word errors come from (`evaluation/attribution.py`): **search**, "
+            "it missed a reference its own score prefers; **LM**, the LM's side overrode a "
+            "reference the network preferred; **network**, the network itself prefers the "
+            "wrong words. Share of the word errors (utterances):",
+            "",
+            "| voice | search | LM | network |",
+            "| --- | --- | --- | --- |",
+        ]
+        for voice, part in [*kinds["per_voice"].items(), ("**overall**", kinds["overall"])]:
+            lines.append(
+                f"| {voice} |"
+                + "".join(f" {part[k]['share']:.1%} ({part[k]['utterances']}) |" for k in KINDS[1:])
+            )
     lines += ["", f"Worst utterances (by {names[-1]} WER):", ""]
     for w in report["worst"]:
         lines.append(f"- {w['audio']} ({w['voice'] or NO_VOICE})")
         lines.append(f"  - ref: {w['reference']}")
         for n in names:
-            lines.append(f"  - {n} (WER {w[n]['wer']:.0%}): {w[n]['text']}")
+            why = f", {w[n]['kind']}" if "kind" in w[n] else ""
+            lines.append(f"  - {n} (WER {w[n]['wer']:.0%}{why}): {w[n]['text']}")
     return "\n".join(lines) + "\n"
 
 

@@ -101,6 +101,30 @@ def _standing(evals: dict[str, dict[str, Any]]) -> list[str]:
     ]
 
 
+_KIND_NAMES = (("search", "search"), ("lm", "LM"), ("network", "network"))
+
+
+def _error_kinds(evals: dict[str, dict[str, Any]]) -> list[str]:
+    """What owes the beam's word errors on each set (`evaluation/attribution.py`), so the card
+    says which lever would help: a wider search, the LM, or the network."""
+    rows = []
+    for split, report in evals.items():
+        kinds = (report.get("error_kinds") or {}).get("overall")
+        if kinds:
+            shares = ", ".join(f"{name} {kinds[k]['share']:.1%}" for k, name in _KIND_NAMES)
+            rows.append(f"- {split}: {shares}")
+    if not rows:
+        return []
+    return [
+        "",
+        "## Where the beam's word errors come from (`harken eval --beam`)",
+        "The search missed a transcript its own score prefers (search); the LM, bonus or "
+        "unknown-word penalty overrode what the network preferred (LM); the network itself "
+        "prefers the wrong words (network). Shares of the word errors:",
+        *rows,
+    ]
+
+
 def _precisions(evals: dict[str, dict[str, Any]]) -> str:
     """The precision the scores were measured in: a server's `--dtype auto` may run another
     (int8 recurrent layers on most CPUs), whose paired scores are measured separately."""
@@ -285,6 +309,7 @@ def card(
     lines += ["", "## Accuracy (`harken eval`" + _precisions(evals) + ")"]
     for split, report in evals.items():
         lines.append(f"- {split} ({report['utterances']} utterances): " + "; ".join(_rates(report)))
+    lines += _error_kinds(evals)
     lines += _standing(evals)
     return "\n".join(lines) + "\n"
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from decoder.alphabet import Alphabet
+from decoder.beam import DecoderConfig
 from decoder.lm import CHAR_SPACE, KenLM
 
 TINY = Alphabet((" ", "a", "b"))
@@ -62,3 +64,30 @@ def rare_word_louder(tmp_path: Path) -> tuple[Alphabet, KenLM, np.ndarray]:
     lm = KenLM(write_arpa(tmp_path / "lm.arpa", unigrams, {}))
     probs = [[0.02, 0.02, 0.46, 0.5, 0.0], [0.9, 0.02, 0.02, 0.02, 0.04], [0.02] * 4 + [0.92]]
     return Alphabet((" ", "a", "b", "c")), lm, log_softmax(np.log(np.array(probs) + 1e-12))
+
+
+def brute_force(lp: np.ndarray, lm: KenLM | None, cfg: DecoderConfig) -> dict[str, float]:
+    """Q of every text over TINY: CTC mass summed over all paths (spaces normalised), plus the
+    LM's side; exponential in the frames, so for a handful of them."""
+    mass: dict[str, float] = {}
+    for path in itertools.product(range(lp.shape[1]), repeat=lp.shape[0]):
+        ids = [c for i, c in enumerate(path) if c and (i == 0 or c != path[i - 1])]
+        text = " ".join(TINY.decode(ids).split())
+        mass[text] = float(
+            np.logaddexp(mass.get(text, -np.inf), lp[np.arange(len(path)), path].sum())
+        )
+    return {text: ac + lm_side(text, lm, cfg) for text, ac in mass.items()}
+
+
+def lm_side(text: str, lm: KenLM | None, cfg: DecoderConfig) -> float:
+    """What the search adds to a text's CTC mass: the LM, the bonus, unknown-word penalties."""
+    tokens = (
+        text.split() if lm is None or lm.unit == "word" else list(text.replace(" ", CHAR_SPACE))
+    )
+    if lm is None:
+        return cfg.beta * len(tokens)
+    state, total = lm.begin(), 0.0
+    for token in tokens:
+        score, state, known = lm.score(state, token)
+        total += cfg.alpha * score + cfg.beta + (0.0 if known else cfg.unk_penalty)
+    return total + cfg.alpha * lm.finish(state)

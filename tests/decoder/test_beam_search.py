@@ -14,8 +14,8 @@ from hypothesis.extra.numpy import arrays
 
 from decoder.alphabet import ENGLISH, Alphabet
 from decoder.beam import BeamSearchDecoder, DecoderConfig
-from decoder.lm import CHAR_SPACE, KenLM
-from tests.decoder.conftest import TINY, log_softmax, rare_word_louder, spell
+from decoder.lm import KenLM
+from tests.decoder.conftest import TINY, brute_force, log_softmax, rare_word_louder, spell
 
 WIDE = DecoderConfig(
     alpha=0.7,
@@ -27,31 +27,6 @@ WIDE = DecoderConfig(
     unk_penalty=-2.0,
     nbest=1000,
 )
-
-
-def brute_force(lp: np.ndarray, lm: KenLM | None, cfg: DecoderConfig) -> dict[str, float]:
-    """Q of every text: CTC mass summed over all paths (spaces normalised), plus the LM."""
-    mass: dict[str, float] = {}
-    for path in itertools.product(range(lp.shape[1]), repeat=lp.shape[0]):
-        ids = [c for i, c in enumerate(path) if c and (i == 0 or c != path[i - 1])]
-        text = " ".join(TINY.decode(ids).split())
-        mass[text] = float(
-            np.logaddexp(mass.get(text, -np.inf), lp[np.arange(len(path)), path].sum())
-        )
-    return {text: ac + _lm_side(text, lm, cfg) for text, ac in mass.items()}
-
-
-def _lm_side(text: str, lm: KenLM | None, cfg: DecoderConfig) -> float:
-    tokens = (
-        text.split() if lm is None or lm.unit == "word" else list(text.replace(" ", CHAR_SPACE))
-    )
-    if lm is None:
-        return cfg.beta * len(tokens)
-    state, total = lm.begin(), 0.0
-    for token in tokens:
-        score, state, known = lm.score(state, token)
-        total += cfg.alpha * score + cfg.beta + (0.0 if known else cfg.unk_penalty)
-    return total + cfg.alpha * lm.finish(state)
 
 
 tiny_log_probs = arrays(np.float64, (5, TINY.size), elements=st.floats(-6, 6)).map(log_softmax)

@@ -72,7 +72,12 @@ def test_report_has_greedy_and_beam_per_voice_and_overall(
     report = json.loads(out.read_text())
     assert "| **overall** | 5 |" in out.with_suffix(".md").read_text()
     assert report["utterances"] == 5 and report["audio_seconds"] > 0
-    assert set(report["timing"]) == {"forward_s", "greedy_decode_s", "beam_decode_s"}
+    assert set(report["timing"]) == {
+        "forward_s",
+        "greedy_decode_s",
+        "beam_decode_s",
+        "attribution_s",
+    }
     assert list(report["decoders"]) == ["greedy", "beam"]
     for result in report["decoders"].values():
         overall, voices = result["overall"], result["per_voice"]
@@ -88,6 +93,20 @@ def test_report_has_greedy_and_beam_per_voice_and_overall(
         (w["beam"]["wer"] for w in worst), reverse=True
     )
     assert {"audio", "voice", "reference", "greedy", "beam"} <= set(worst[0])
+    # every wrong beam transcript is owed to the search, the LM or the network
+    kinds, beam = report["error_kinds"], report["decoders"]["beam"]
+    assert sorted(kinds["per_voice"]) == sorted(VOICES)
+    wrong = sum(1 for w in report["per_utterance"]["beam"] if w[0] > 0)
+    assert sum(k["utterances"] for k in kinds["overall"].values()) == wrong > 0
+    assert sum(k["share"] for k in kinds["overall"].values()) == pytest.approx(1.0)
+    for voice, part in kinds["per_voice"].items():
+        errors = beam["per_voice"][voice]["word_errors"]
+        assert sum(k["share"] for k in part.values()) == pytest.approx(1.0 if errors else 0.0)
+    assert all(w["beam"]["kind"] in ("search", "lm", "network") for w in worst)
+    assert [k != "right" for k in kinds["per_utterance"]] == [
+        w[0] > 0 for w in report["per_utterance"]["beam"]
+    ]
+    assert "| **overall** | " in out.with_suffix(".md").read_text().split("come from")[1]
 
 
 def test_markdown_output_and_greedy_only(tiny_bundle: Path, tmp_path: Path) -> None:
@@ -97,7 +116,7 @@ def test_markdown_output_and_greedy_only(tiny_bundle: Path, tmp_path: Path) -> N
     assert cli_eval.main(args) == 0
     text = args.out.read_text()
     assert "| voice | utterances | greedy WER | greedy CER |" in text
-    assert "| **overall** | 4 |" in text and "beam" not in text
+    assert "| **overall** | 4 |" in text and "beam" not in text and "come from" not in text
     assert "Worst utterances" in text and "ref: " in text
 
 

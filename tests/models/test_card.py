@@ -43,6 +43,20 @@ def test_the_card_names_the_precision_its_scores_were_measured_in() -> None:
     assert "## Accuracy (`harken eval`, the network in fp32; other precisions: " in text
 
 
+def test_the_card_says_what_owes_the_beams_errors() -> None:
+    kinds = {
+        "search": {"utterances": 2, "share": 0.05},
+        "lm": {"utterances": 4, "share": 0.1},
+        "network": {"utterances": 30, "share": 0.85},
+    }
+    beam = {"utterances": 9, "decoders": {"beam": _row(0.3)}}
+    text = card(_meta(), {}, {"test": {**beam, "error_kinds": {"overall": kinds}}, "dev": beam})
+    assert "## Where the beam's word errors come from" in text
+    assert "- test: search 5.0%, LM 10.0%, network 85.0%" in text
+    assert "- dev: search" not in text  # that report did not attribute its errors
+    assert "come from" not in card(_meta(), {}, {"dev": beam})
+
+
 def test_further_training_sources_are_listed() -> None:
     prepared = {
         "source": "asterisk",
