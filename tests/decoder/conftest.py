@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 
 from decoder.alphabet import Alphabet
 from decoder.beam import DecoderConfig
@@ -91,3 +93,19 @@ def lm_side(text: str, lm: KenLM | None, cfg: DecoderConfig) -> float:
         score, state, known = lm.score(state, token)
         total += cfg.alpha * score + cfg.beta + (0.0 if known else cfg.unk_penalty)
     return total + cfg.alpha * lm.finish(state)
+
+
+# a search that prunes nothing over TINY's few frames: every hypothesis scores its exact Q
+WIDE = DecoderConfig(
+    alpha=0.7,
+    beta=0.4,
+    beam_width=100_000,
+    cutoff_prob=1.0,
+    cutoff_top_n=64,
+    score_threshold=np.inf,
+    unk_penalty=-2.0,
+    nbest=1000,
+)
+
+# five frames of log-probs over TINY, few enough for `brute_force`
+tiny_log_probs = arrays(np.float64, (5, TINY.size), elements=st.floats(-6, 6)).map(log_softmax)

@@ -15,21 +15,15 @@ from hypothesis.extra.numpy import arrays
 from decoder.alphabet import ENGLISH, Alphabet
 from decoder.beam import BeamSearchDecoder, DecoderConfig
 from decoder.lm import KenLM
-from tests.decoder.conftest import TINY, brute_force, log_softmax, rare_word_louder, spell
-
-WIDE = DecoderConfig(
-    alpha=0.7,
-    beta=0.4,
-    beam_width=100_000,
-    cutoff_prob=1.0,
-    cutoff_top_n=64,
-    score_threshold=np.inf,
-    unk_penalty=-2.0,
-    nbest=1000,
+from tests.decoder.conftest import (
+    TINY,
+    WIDE,
+    brute_force,
+    log_softmax,
+    rare_word_louder,
+    spell,
+    tiny_log_probs,
 )
-
-
-tiny_log_probs = arrays(np.float64, (5, TINY.size), elements=st.floats(-6, 6)).map(log_softmax)
 
 
 @pytest.mark.parametrize("which", ["none", "word", "char"])

@@ -9,41 +9,27 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
-from hypothesis.extra.numpy import arrays
 
 from decoder.beam import BeamSearchDecoder, DecoderConfig, penalise_blank
 from decoder.lm import KenLM
 from evaluation.attribution import attribute, objective, shares, text_log_prob
 from tests.decoder.conftest import (
     TINY,
+    WIDE,
     WORD_BIGRAMS,
     WORDS,
     brute_force,
-    log_softmax,
     rare_word_louder,
+    tiny_log_probs,
     write_arpa,
 )
 
 NO_BONUS = DecoderConfig(beta=0.0)
-WIDE = DecoderConfig(
-    alpha=0.7,
-    beta=0.4,
-    beam_width=100_000,
-    cutoff_prob=1.0,
-    cutoff_top_n=64,
-    score_threshold=np.inf,
-    unk_penalty=-2.0,
-    nbest=1000,
-)
 
 
 @pytest.fixture(scope="module")
 def word_lm(tmp_path_factory: pytest.TempPathFactory) -> KenLM:
     return KenLM(write_arpa(tmp_path_factory.mktemp("lm") / "word.arpa", WORDS, WORD_BIGRAMS))
-
-
-tiny_log_probs = arrays(np.float64, (5, TINY.size), elements=st.floats(-6, 6)).map(log_softmax)
 
 
 @settings(max_examples=20, deadline=None)
