@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
 from decoder.alphabet import Alphabet
 from decoder.beam import BeamSearchDecoder, penalise_blank
 from decoder.loading import load_decoder
@@ -67,11 +68,15 @@ def main(work: Path, sizes: list[int]) -> None:
         for n in sizes:
             decoder = base.with_config(nbest=n)
             pairs = [rerank(decoder, lp) for lp in out.log_probs]
-            err_a = np.array(
-                [edit_distance(r.split(), a.split()) for r, (a, _) in zip(out.references, pairs)]
-            )
-            err_b = np.array(
-                [edit_distance(r.split(), b.split()) for r, (_, b) in zip(out.references, pairs)]
+            refs = out.references
+            err_a, err_b = (
+                np.array(
+                    [
+                        edit_distance(r.split(), t[i].split())
+                        for r, t in zip(refs, pairs, strict=True)
+                    ]
+                )
+                for i in (0, 1)
             )
             low, high, p_worse = paired_bootstrap(err_a, err_b, lengths)
             row = {

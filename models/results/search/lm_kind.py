@@ -41,7 +41,9 @@ def main(work: Path) -> None:
     rows = []
     for name in SETS:
         out = outputs(work, name)
-        decoder = load_decoder(BUNDLE, Alphabet.from_list(out.config.alphabet), out.config.frame_seconds)
+        decoder = load_decoder(
+            BUNDLE, Alphabet.from_list(out.config.alphabet), out.config.frame_seconds
+        )
         assert isinstance(decoder, BeamSearchDecoder)
         errors = {"oov": 0, "known": 0}
         utts = {"oov": 0, "known": 0}
