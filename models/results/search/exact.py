@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from decoder.alphabet import Alphabet
 from decoder.beam import BeamSearchDecoder, penalise_blank
@@ -49,7 +50,7 @@ def outputs(work: Path, name: str) -> ModelOutputs:
     return out
 
 
-def rerank(decoder: BeamSearchDecoder, lp: np.ndarray) -> tuple[str, str]:
+def rerank(decoder: BeamSearchDecoder, lp: npt.NDArray[np.float32]) -> tuple[str, str]:
     """The search's best text, and the n-best's text of highest exact Q."""
     hyps = decoder.decode(lp)
     penalised = penalise_blank(lp.astype(np.float64), decoder.config.blank_penalty)
