@@ -93,6 +93,8 @@
 #                                         # (models/default/wide; runs/wideher; resumes)
 #   bash scripts/make_default.sh wideenglish  # english3's voices for the second network
 #                                         # (runs/wideenglish; resumes)
+#   bash scripts/make_default.sh english4 # the second draw of mixes for the first network
+#                                         # (runs/english4; resumes)
 #   bash scripts/make_default.sh prose    # prose dev/test: the Brown corpus's held-out fifth in
 #                                         # the held-out voices (data/prose)
 #   bash scripts/make_default.sh text8    # its other 400 samples as training text (data/corpus9)
@@ -654,6 +656,15 @@ case "${1:-}" in
     # english's recipe and budget with the mixes (`kokoro-mix`) too, her prompts kept near a
     # fifth of the utterances (x16): do more speakers of the same kind move TTS dev further?
     BATCH=${BATCH:-32} light_stage "${NAME:-english3}" "${LR:-1e-4}" "${ENGLISH3_DATA[@]}"
+    ;;
+  english4)
+    # the first network on the second draw of mixes (`kokoro-mix2`, x2: 40 speakers it has not
+    # heard; only the wide network had, in widemix2) beside data/corpus, her prompts near a
+    # fifth (x13), english's peak at wideenglish's 45 minutes (models/results/search.md says the
+    # network owes 85-93% of the word errors). Frozen start runs/NAME_init; resumes like light7
+    BUDGET_S=${BUDGET_S:-2700} BATCH=${BATCH:-32} light_stage "${NAME:-english4}" "${LR:-1e-4}" \
+      data/corpus/train.jsonl "data/kokoro_mix2/train.jsonl*${KX:-2}" \
+      "data/asterisk/train.jsonl*${HER:-13}"
     ;;
   brown)
     # the first network on prose: english's recipe from models/default, with the Brown corpus's
