@@ -69,16 +69,13 @@ def main(work: Path, sizes: list[int]) -> None:
         for n in sizes:
             decoder = base.with_config(nbest=n)
             pairs = [rerank(decoder, lp) for lp in out.log_probs]
-            refs = out.references
-            err_a, err_b = (
-                np.array(
-                    [
-                        edit_distance(r.split(), t[i].split())
-                        for r, t in zip(refs, pairs, strict=True)
-                    ]
-                )
-                for i in (0, 1)
+            errors = np.array(
+                [
+                    [edit_distance(ref.split(), text.split()) for text in pair]
+                    for ref, pair in zip(out.references, pairs, strict=True)
+                ]
             )
+            err_a, err_b = errors.T
             low, high, p_worse = paired_bootstrap(err_a, err_b, lengths)
             row = {
                 "set": name,
