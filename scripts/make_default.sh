@@ -95,6 +95,8 @@
 #                                         # (runs/wideenglish; resumes)
 #   bash scripts/make_default.sh english4 # the second draw of mixes for the first network
 #                                         # (runs/english4; resumes)
+#   bash scripts/make_default.sh phones   # english4 with a phone CTC head beside (runs/phones;
+#                                         # resumes)
 #   bash scripts/make_default.sh prose    # prose dev/test: the Brown corpus's held-out fifth in
 #                                         # the held-out voices (data/prose)
 #   bash scripts/make_default.sh text8    # its other 400 samples as training text (data/corpus9)
@@ -155,7 +157,9 @@ cpu_stage() {
     --strategy alternated --sortagrad false --ema-decay 0.998 --threads "${THREADS:-$threads}" \
     --augment-preset "${AUGMENT:-full}" ${EXPORT_ONLY:+--export-only true --export "$EXPORT_ONLY"} \
     ${SOFT_TEACHER:+--soft-teacher "$SOFT_TEACHER" --soft-weight "${SOFT_W:-1}"} \
-    ${ADVERSARY:+--adversary-scale "$ADVERSARY" --adversary-layer "${ADVERSARY_LAYER:--1}"}
+    ${ADVERSARY:+--adversary-scale "$ADVERSARY" --adversary-layer "${ADVERSARY_LAYER:--1}"} \
+    ${PHONE_LEXICON:+--phone-lexicon "$PHONE_LEXICON" --phone-weight "${PHONE_W:-0.5}" \
+      --phone-layer "${PHONE_LAYER:-1}"}
 }
 
 # a light-preset CPU stage from models/default, frozen once into runs/NAME_init so that a
@@ -663,6 +667,17 @@ case "${1:-}" in
     # fifth (x13), english's peak at wideenglish's 45 minutes (models/results/search.md says the
     # network owes 85-93% of the word errors). Frozen start runs/NAME_init; resumes like light7
     BUDGET_S=${BUDGET_S:-2700} BATCH=${BATCH:-32} light_stage "${NAME:-english4}" "${LR:-1e-4}" \
+      data/corpus/train.jsonl "data/kokoro_mix2/train.jsonl*${KX:-2}" \
+      "data/asterisk/train.jsonl*${HER:-13}"
+    ;;
+  phones)
+    # english4's recipe (data, peak, budget: its control) with a phone CTC head on the middle
+    # recurrent layer (training/phones.py), phones from the CMUdict that PocketSphinx ships
+    # (the peers extra); the network owes 85-93% of the word errors (models/results/search.md).
+    # Frozen start runs/NAME_init; killed, the same command resumes it
+    PHONE_LEXICON=${PHONE_LEXICON:-$(.venv/bin/python -c 'import os, pocketsphinx as p
+print(os.path.join(p.get_model_path(), "en-us", "cmudict-en-us.dict"))')} \
+      BUDGET_S=${BUDGET_S:-2700} BATCH=${BATCH:-32} light_stage "${NAME:-phones}" "${LR:-1e-4}" \
       data/corpus/train.jsonl "data/kokoro_mix2/train.jsonl*${KX:-2}" \
       "data/asterisk/train.jsonl*${HER:-13}"
     ;;

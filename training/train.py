@@ -56,6 +56,7 @@ from training.distill import distill_losses
 from training.grow import widen
 from training.heads import WithHeads
 from training.pause import PauseClock
+from training.phones import PhoneHead, phone_losses, phone_targets, read_lexicon
 from training.soft_targets import SoftTeacher, soft_losses
 from training.teacher import TeacherTargets
 
@@ -109,6 +110,11 @@ class TrainConfig:
     soft_weight: float = 0.0  # the KL term's weight beside CTC's (with soft_teacher)
     adversary_scale: float = 0.0  # > 0: a voice classifier's reversed gradient, at this scale
     adversary_layer: int = -1  # what it reads: -1 the row-conv output, i recurrent layer i
+    phone_lexicon: str = ""  # a pronouncing dictionary: a phone CTC head beside (phones.py)
+    phone_weight: float = 0.0  # the phone CTC loss's weight beside CTC's (with phone_lexicon)
+    phone_layer: int = 1  # the recurrent layer the phone head reads (-1: the row-conv output)
+    phone_probe_steps: int = 200  # first steps the phone head's gradient stops at its layer
+    phone_head_lr: float = 30.0  # the phone head's rate as a multiple of the network's
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -139,6 +145,16 @@ class TrainConfig:
             )
         if self.adversary_scale < 0:
             raise ValueError(f"adversary_scale must be >= 0, got {self.adversary_scale}")
+        if self.phone_head_lr <= 0 or self.phone_probe_steps < 0:
+            raise ValueError(
+                f"phone_head_lr must be > 0 and phone_probe_steps >= 0, got "
+                f"{self.phone_head_lr} and {self.phone_probe_steps}"
+            )
+        if bool(self.phone_lexicon) != (self.phone_weight > 0):
+            raise ValueError(
+                "phone_lexicon and phone_weight go together: a pronouncing dictionary and a "
+                f"weight > 0, or neither (got {self.phone_lexicon!r} and {self.phone_weight})"
+            )
 
 
 @dataclass
@@ -289,8 +305,36 @@ class Trainer:
             self.voice_of = torch.tensor(ids, dtype=torch.int64)
             self.adversary = VoiceAdversary(model_cfg.rnn_hidden, names, cfg.adversary_scale)
             self.adversary.to(self.dist.device)
-        if self.projection is not None or self.adversary is not None:
-            self.ddp = WithHeads(self.model, self.projection, self.adversary, cfg.adversary_layer)
+        # the phone head (phones.py): trained, checkpointed, not exported
+        self.phones: PhoneHead | None = None
+        self.phones_of: list[tuple[int, ...] | None] = []  # manifest position -> phone ids
+        if cfg.phone_lexicon:
+            if not -1 <= cfg.phone_layer < model_cfg.rnn_layers:
+                raise ValueError(
+                    f"phone_layer must be -1 (the row-conv output) or a recurrent layer, "
+                    f"0 to {model_cfg.rnn_layers - 1}; got {cfg.phone_layer}"
+                )
+            try:
+                self.phones_of = phone_targets(train, read_lexicon(cfg.phone_lexicon))
+            except OSError as e:
+                raise ValueError(f"phone_lexicon: {e}") from None
+            if not any(self.phones_of):
+                raise ValueError(
+                    f"{cfg.phone_lexicon} spells every word of none of the training utterances"
+                )
+            self.phones = PhoneHead(model_cfg.rnn_hidden).to(self.dist.device)
+        self.phone_loss = 0.0  # the last step's mean per-utterance phone CTC loss
+        self.phoned = 0  # how many of the last step's utterances had phones
+        self.heads: WithHeads | None = None
+        if any(h is not None for h in (self.projection, self.adversary, self.phones)):
+            self.ddp = self.heads = WithHeads(
+                self.model,
+                self.projection,
+                self.adversary,
+                cfg.adversary_layer,
+                self.phones,
+                cfg.phone_layer,
+            )
         self.adversary_loss = 0.0  # the last step's mean per-utterance voice cross-entropy
         self.voices_named = 0.0  # the last step's share of frames whose voice it named
         self.distill_loss = 0.0  # the last step's mean per-utterance distillation loss
@@ -317,20 +361,32 @@ class Trainer:
 
     def _trained(self) -> list[torch.nn.Parameter]:
         """Every parameter the optimiser steps: the model's and its training-only heads'."""
-        heads = [h for h in (self.projection, self.adversary) if h is not None]
+        heads = [h for h in (self.projection, self.adversary, self.phones) if h is not None]
         return [*self.model.parameters(), *(p for h in heads for p in h.parameters())]
+
+    def _groups(self) -> list[dict[str, Any]]:
+        """The optimiser's parameter groups, each with the multiple of the schedule's rate it
+        steps at: a fine-tuning run's phone head starts from nothing at a rate chosen for
+        weights that are already trained, so it gets its own (phone_head_lr)."""
+        phones = list(self.phones.parameters()) if self.phones is not None else []
+        ids = {id(p) for p in phones}
+        rest = [p for p in self._trained() if id(p) not in ids]
+        groups = [{"params": rest, "rate_scale": 1.0}]
+        if phones:
+            groups.append({"params": phones, "rate_scale": self.cfg.phone_head_lr})
+        return groups
 
     def _optimizer(self) -> torch.optim.Optimizer:
         c = self.cfg
         if c.optimizer == "sgd":
             return torch.optim.SGD(
-                self._trained(),
+                self._groups(),
                 lr=c.lr,
                 momentum=c.momentum,
                 nesterov=True,
                 weight_decay=c.weight_decay,
             )
-        return torch.optim.AdamW(self._trained(), lr=c.lr, weight_decay=c.weight_decay)
+        return torch.optim.AdamW(self._groups(), lr=c.lr, weight_decay=c.weight_decay)
 
     # -- checkpoints -------------------------------------------------------------------------
 
@@ -350,6 +406,7 @@ class Trainer:
             "projection": self.projection.state_dict() if self.projection is not None else None,
             "adversary": self.adversary.state_dict() if self.adversary is not None else None,
             "adversary_voices": list(self.adversary.voices) if self.adversary is not None else None,
+            "phones": self.phones.state_dict() if self.phones is not None else None,
             "progress": dataclasses.asdict(self.progress),
             "model_config": self.model.config.to_dict(),
             "train_config": dataclasses.asdict(self.cfg),
@@ -389,6 +446,12 @@ class Trainer:
                 f"{self.checkpoint_path} was trained {trained}; resume it with the same "
                 "--adversary-scale and training manifests, or use a new --out"
             )
+        phoned = state.get("phones") is not None
+        if (self.phones is not None) != phoned:
+            raise ValueError(
+                f"{self.checkpoint_path} was trained {'with' if phoned else 'without'} a phone "
+                "head; resume it with the same --phone-lexicon, or use a new --out"
+            )
         if state.get("ema") is not None and self.cfg.ema_decay == 0:
             # without the flag the average would be dropped: a resumed run would restart it
             # from the live weights, and --export-only would export the live weights
@@ -402,6 +465,8 @@ class Trainer:
             self.projection.load_state_dict(state["projection"])
         if self.adversary is not None:
             self.adversary.load_state_dict(state["adversary"])
+        if self.phones is not None:
+            self.phones.load_state_dict(state["phones"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
         if self.cfg.ema_decay > 0 and state.get("ema") is not None:
@@ -460,10 +525,13 @@ class Trainer:
         """One synchronous SGD step; returns the mean per-utterance CTC loss of this shard."""
         dev = self.dist.device
         self.model.train()
+        rate = learning_rate(
+            self.cfg, self.progress.step, self.total_steps, self.progress.train_seconds
+        )
         for g in self.optimizer.param_groups:
-            g["lr"] = learning_rate(
-                self.cfg, self.progress.step, self.total_steps, self.progress.train_seconds
-            )
+            g["lr"] = rate * g.get("rate_scale", 1.0)
+        if self.heads is not None:
+            self.heads.phones_reach_network = self.progress.step >= self.cfg.phone_probe_steps
         statistics = [b.clone() for b in self.model.buffers()]  # BatchNorm's, kept for _skip
         feats, feat_lens = batch.feats.to(dev, non_blocking=True), batch.feat_lengths.to(dev)
         with self._autocast():
@@ -493,6 +561,11 @@ class Trainer:
             distill = distill_losses(outputs[2], batch.teacher.to(dev), out_lens)
             total = total + self.cfg.distill_weight * distill.sum()
             self.distill_loss = float(distill.detach().mean())
+        if self.phones is not None:
+            targets = [self.phones_of[i] for i in batch.indices.tolist()]
+            ph, self.phoned = phone_losses(outputs[4], targets, out_lens)
+            total = total + self.cfg.phone_weight * ph.sum()
+            self.phone_loss = float(ph.detach().sum()) / max(self.phoned, 1)
         if soft is not None:
             kl = soft_losses(log_probs, soft[0], out_lens)
             total = total + self.cfg.soft_weight * kl.sum()
@@ -501,7 +574,11 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()  # type: ignore[no-untyped-call]
         self.scaler.unscale_(self.optimizer)
-        norm = torch.nn.utils.clip_grad_norm_(self._trained(), self.cfg.grad_clip)
+        groups = [g["params"] for g in self.optimizer.param_groups]
+        # each group clipped on its own: a new phone head's large early gradient must not
+        # shrink the network's step (the head's group holds only the head)
+        norm = sum(torch.nn.utils.clip_grad_norm_(ps, self.cfg.grad_clip) for ps in groups)
+        assert isinstance(norm, torch.Tensor)
         if not (self.scaler.is_enabled() or torch.isfinite(norm)):  # fp16's scaler skips these
             self._skip(batch, losses, statistics)
             return float(losses.detach().mean())
@@ -677,6 +754,11 @@ class Trainer:
                         **({"distill_loss": self.distill_loss} if self.projection else {}),
                         **({"soft_loss": self.soft_loss} if self.soft else {}),
                         **(
+                            {"phone_loss": self.phone_loss, "phoned": self.phoned}
+                            if self.phones
+                            else {}
+                        ),
+                        **(
                             {
                                 "adversary_loss": self.adversary_loss,
                                 "voices_named": self.voices_named,
@@ -794,6 +876,15 @@ def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
             f"a classifier of {len(trainer.adversary.voices)} voices on {where}, "
             f"gradient reversed at scale {trainer.cfg.adversary_scale:g}"
         )
+    if trainer.phones is not None:
+        layer = trainer.cfg.phone_layer
+        where = "the row-conv output" if layer == -1 else f"recurrent layer {layer}'s output"
+        have = sum(1 for t in trainer.phones_of if t)
+        provenance["phone_targets"] = (
+            f"a phone CTC head on {where}, weight {trainer.cfg.phone_weight:g}, phones from "
+            f"{Path(trainer.cfg.phone_lexicon).name} for {have} of {len(trainer.phones_of)} "
+            "training utterances"
+        )
     if trainer.cfg.init_from:  # what the fine-tuned bundle had behind it, by value
         provenance["fine_tuned_from"] = trainer.cfg.init_from
         stages = lineage(read_bundle_config(trainer.cfg.init_from).get("provenance", {}))
@@ -847,6 +938,8 @@ def lineage(base: dict[str, Any]) -> list[dict[str, Any]]:
     last["distillation"] = base.get("distillation", "none")  # only teacher runs record one
     if "soft_targets" in base:
         last["soft_targets"] = base["soft_targets"]
+    if "phone_targets" in base:
+        last["phone_targets"] = base["phone_targets"]
     return [*earlier, last]
 
 
