@@ -16,11 +16,17 @@ import harken_cli
 from models.bundle import load_bundle
 from models.ds2 import DS2
 from models.manifest import Utterance, write_manifest
-from tests.training.test_train import MODEL, Recording, make_corpus, train_config
+from tests.training.test_train import (
+    MODEL,
+    Recording,
+    assert_the_checkpoint_keeps_its_head,
+    make_corpus,
+    train_config,
+)
 from training.adversary import VoiceAdversary, voice_ids, voice_losses
 from training.batching import BatchConfig
 from training.data import Batch
-from training.train import Trainer, export
+from training.train import export
 
 
 def test_the_network_gets_the_classifier_gradient_reversed_and_scaled() -> None:
@@ -80,13 +86,9 @@ def test_an_adversarial_run_learns_and_exports_the_plain_model(
     assert set(bundle.state_dict()) == set(DS2(MODEL, folded=True).state_dict())
     assert "2 voices" in str(bundle.provenance["voice_adversary"])
     assert where in str(bundle.provenance["voice_adversary"])
-    # the checkpoint keeps the classifier: resuming without it is refused, not dropped
-    plain = train_config(epochs=100, max_steps=14, augment=False)
-    with pytest.raises(ValueError, match="with a voice adversary"):
-        Trainer(MODEL, plain, BatchConfig(batch_size=4), utts, [], tmp_path / "run").fit()
-    longer = dataclasses.replace(cfg, max_steps=14)
-    again = Adversarial(MODEL, longer, BatchConfig(batch_size=4), utts, [], tmp_path / "run")
-    assert again.fit().step == 14
+    assert_the_checkpoint_keeps_its_head(
+        Adversarial, cfg, utts, tmp_path / "run", "with a voice adversary"
+    )
 
 
 def test_voices_are_indexed_by_name() -> None:

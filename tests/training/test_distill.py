@@ -5,7 +5,6 @@ targets of a packed utterance match those of the utterance encoded alone."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -18,7 +17,13 @@ import harken_cli
 from models.bundle import load_bundle
 from models.ds2 import DS2
 from models.manifest import Utterance, write_manifest
-from tests.training.test_train import MODEL, Recording, make_corpus, train_config
+from tests.training.test_train import (
+    MODEL,
+    Recording,
+    assert_the_checkpoint_keeps_its_head,
+    make_corpus,
+    train_config,
+)
 from training.augment import SAMPLE_RATE, AugmentConfig
 from training.batching import BatchConfig
 from training.data import Batch, DataConfig, SpeechDataset, collate
@@ -30,7 +35,7 @@ from training.teacher import (
     pack,
     window_audio,
 )
-from training.train import Trainer, export
+from training.train import export
 
 DIM = 6
 
@@ -135,13 +140,7 @@ def test_a_distilling_run_learns_its_targets_and_exports_the_plain_model(tmp_pat
     bundle = load_bundle(export(trainer, tmp_path / "bundle", "train.jsonl"))
     assert set(bundle.state_dict()) == set(DS2(MODEL, folded=True).state_dict())
     assert "weight 1" in str(bundle.provenance["distillation"])
-    # a checkpoint keeps the projection: resuming without the teacher is refused, not dropped
-    plain = train_config(epochs=100, max_steps=14, augment=False)
-    with pytest.raises(ValueError, match="with a teacher"):
-        Trainer(MODEL, plain, BatchConfig(batch_size=4), utts, [], tmp_path / "run").fit()
-    longer = dataclasses.replace(cfg, max_steps=14)
-    again = Distilling(MODEL, longer, BatchConfig(batch_size=4), utts, [], tmp_path / "run")
-    assert again.fit().step == 14
+    assert_the_checkpoint_keeps_its_head(Distilling, cfg, utts, tmp_path / "run", "with a teacher")
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,6 @@ cannot work is refused with the reason."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -17,12 +16,18 @@ import torch.nn.functional as F
 import harken_cli
 from models.bundle import load_bundle
 from models.ds2 import DS2
-from tests.training.test_train import MODEL, Recording, make_corpus, train_config
+from tests.training.test_train import (
+    MODEL,
+    Recording,
+    assert_the_checkpoint_keeps_its_head,
+    make_corpus,
+    train_config,
+)
 from training.batching import BatchConfig
 from training.data import Batch
 from training.heads import WithHeads
 from training.phones import PHONES, PhoneHead, phone_losses, phone_targets, read_lexicon
-from training.train import Trainer, export
+from training.train import export
 
 LEXICON = """;;; a comment line
 hello HH AH0 L OW1
@@ -143,13 +148,7 @@ def test_a_run_with_the_phone_head_learns_and_exports_the_plain_model(tmp_path: 
     assert set(bundle.state_dict()) == set(DS2(MODEL, folded=True).state_dict())
     described = str(bundle.provenance["phone_targets"])
     assert "recurrent layer 0" in described and "for 3 of 4 training utterances" in described
-    # the checkpoint keeps the head: resuming without it is refused, not dropped
-    plain = train_config(epochs=100, max_steps=14, augment=False)
-    with pytest.raises(ValueError, match="with a phone head"):
-        Trainer(MODEL, plain, BatchConfig(batch_size=4), utts, [], tmp_path / "run").fit()
-    longer = dataclasses.replace(cfg, max_steps=14)
-    again = Phoned(MODEL, longer, BatchConfig(batch_size=4), utts, [], tmp_path / "run")
-    assert again.fit().step == 14
+    assert_the_checkpoint_keeps_its_head(Phoned, cfg, utts, tmp_path / "run", "with a phone head")
 
 
 @pytest.mark.parametrize(

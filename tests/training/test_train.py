@@ -99,6 +99,19 @@ class Killed(Exception):
     pass
 
 
+def assert_the_checkpoint_keeps_its_head(
+    kind: type[Trainer], cfg: TrainConfig, utts: list[Utterance], run: Path, refused: str
+) -> None:
+    """A run with a training-only head (teacher projection, adversary, phones) stopped at 12
+    steps: resuming without the head is refused with `refused` in the reason, not dropped;
+    resuming with it carries on to step 14."""
+    plain = train_config(epochs=100, max_steps=14, augment=False)
+    with pytest.raises(ValueError, match=refused):
+        Trainer(MODEL, plain, BatchConfig(batch_size=4), utts, [], run).fit()
+    longer = dataclasses.replace(cfg, max_steps=14)
+    assert kind(MODEL, longer, BatchConfig(batch_size=4), utts, [], run).fit().step == 14
+
+
 @pytest.fixture(autouse=True)
 def _one_thread() -> object:
     threads = torch.get_num_threads()
