@@ -18,6 +18,21 @@ from training.adversary import VoiceAdversary
 from training.phones import PhoneHead
 
 
+def check_layer(name: str, layer: int, rnn_layers: int) -> None:
+    """A head's `layer` must index encode_layers' list: -1 the row-conv output, i recurrent
+    layer i."""
+    if not -1 <= layer < rnn_layers:
+        raise ValueError(
+            f"{name} must be -1 (the row-conv output) or a recurrent layer, "
+            f"0 to {rnn_layers - 1}; got {layer}"
+        )
+
+
+def layer_name(layer: int) -> str:
+    """What a head reading `layer` reads, for provenance."""
+    return "the row-conv output" if layer == -1 else f"recurrent layer {layer}'s output"
+
+
 class HeadOutputs(NamedTuple):
     log_probs: Tensor  # [B, T', V] the served output layer's
     out_lengths: Tensor  # [B]

@@ -124,12 +124,13 @@ def phone_losses(
     """Per-utterance phone CTC loss [B] (summed over frames, CTC's own scale), 0 where an
     utterance has no phones, and how many had them."""
     have = [i for i, t in enumerate(targets) if t]
+    chosen = [t for t in targets if t]
     losses = log_probs.new_zeros(len(targets))
     if not have:
         return losses, 0
     index = torch.tensor(have, device=log_probs.device)
-    labels = torch.tensor([p for i in have for p in targets[i] or ()], device=log_probs.device)
-    label_lengths = torch.tensor([len(targets[i] or ()) for i in have], device=log_probs.device)
+    labels = torch.tensor([p for t in chosen for p in t], device=log_probs.device)
+    label_lengths = torch.tensor([len(t) for t in chosen], device=log_probs.device)
     ctc = F.ctc_loss(
         log_probs[index].transpose(0, 1),
         labels,

@@ -54,7 +54,7 @@ from training.batching import STRATEGIES, BatchConfig, BatchSampler, padding_rat
 from training.data import Batch, DataConfig, SpeechDataset, collate, load_audio, worker_init
 from training.distill import distill_losses
 from training.grow import widen
-from training.heads import WithHeads
+from training.heads import WithHeads, check_layer, layer_name
 from training.pause import PauseClock
 from training.phones import PhoneHead, phone_losses, phone_targets, read_lexicon
 from training.soft_targets import SoftTeacher, soft_losses
@@ -296,11 +296,7 @@ class Trainer:
         self.adversary: VoiceAdversary | None = None
         self.voice_of = torch.zeros(0, dtype=torch.int64)  # manifest position -> voice index
         if cfg.adversary_scale > 0:
-            if not -1 <= cfg.adversary_layer < model_cfg.rnn_layers:
-                raise ValueError(
-                    f"adversary_layer must be -1 (the row-conv output) or a recurrent layer, "
-                    f"0 to {model_cfg.rnn_layers - 1}; got {cfg.adversary_layer}"
-                )
+            check_layer("adversary_layer", cfg.adversary_layer, model_cfg.rnn_layers)
             ids, names = voice_ids(train)
             self.voice_of = torch.tensor(ids, dtype=torch.int64)
             self.adversary = VoiceAdversary(model_cfg.rnn_hidden, names, cfg.adversary_scale)
@@ -309,11 +305,7 @@ class Trainer:
         self.phones: PhoneHead | None = None
         self.phones_of: list[tuple[int, ...] | None] = []  # manifest position -> phone ids
         if cfg.phone_lexicon:
-            if not -1 <= cfg.phone_layer < model_cfg.rnn_layers:
-                raise ValueError(
-                    f"phone_layer must be -1 (the row-conv output) or a recurrent layer, "
-                    f"0 to {model_cfg.rnn_layers - 1}; got {cfg.phone_layer}"
-                )
+            check_layer("phone_layer", cfg.phone_layer, model_cfg.rnn_layers)
             try:
                 self.phones_of = phone_targets(train, read_lexicon(cfg.phone_lexicon))
             except OSError as e:
@@ -359,21 +351,18 @@ class Trainer:
             "cuda", enabled=cfg.precision == "fp16" and self.dist.device.type == "cuda"
         )
 
-    def _trained(self) -> list[torch.nn.Parameter]:
-        """Every parameter the optimiser steps: the model's and its training-only heads'."""
-        heads = [h for h in (self.projection, self.adversary, self.phones) if h is not None]
-        return [*self.model.parameters(), *(p for h in heads for p in h.parameters())]
-
     def _groups(self) -> list[dict[str, Any]]:
-        """The optimiser's parameter groups, each with the multiple of the schedule's rate it
-        steps at: a fine-tuning run's phone head starts from nothing at a rate chosen for
-        weights that are already trained, so it gets its own (phone_head_lr)."""
-        phones = list(self.phones.parameters()) if self.phones is not None else []
-        ids = {id(p) for p in phones}
-        rest = [p for p in self._trained() if id(p) not in ids]
-        groups = [{"params": rest, "rate_scale": 1.0}]
-        if phones:
-            groups.append({"params": phones, "rate_scale": self.cfg.phone_head_lr})
+        """Every parameter the optimiser steps, the model's and its training-only heads', in
+        groups, each with the multiple of the schedule's rate it steps at: a fine-tuning run's
+        phone head starts from nothing at a rate chosen for weights that are already trained,
+        so it gets its own group (phone_head_lr)."""
+        heads = [h for h in (self.projection, self.adversary) if h is not None]
+        network = [*self.model.parameters(), *(p for h in heads for p in h.parameters())]
+        groups: list[dict[str, Any]] = [{"params": network, "rate_scale": 1.0}]
+        if self.phones is not None:
+            groups.append(
+                {"params": list(self.phones.parameters()), "rate_scale": self.cfg.phone_head_lr}
+            )
         return groups
 
     def _optimizer(self) -> torch.optim.Optimizer:
@@ -576,7 +565,8 @@ class Trainer:
         self.scaler.unscale_(self.optimizer)
         groups = [g["params"] for g in self.optimizer.param_groups]
         # each group clipped on its own: a new phone head's large early gradient must not
-        # shrink the network's step (the head's group holds only the head)
+        # shrink the network's step (the head's group holds only the head); the sum of the
+        # norms is only read for being finite
         norm = sum(torch.nn.utils.clip_grad_norm_(ps, self.cfg.grad_clip) for ps in groups)
         assert isinstance(norm, torch.Tensor)
         if not (self.scaler.is_enabled() or torch.isfinite(norm)):  # fp16's scaler skips these
@@ -870,18 +860,15 @@ def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
             f"{', '.join(f'{w:.2f}' for w in shares)}), KL weight {trainer.cfg.soft_weight:g}"
         )
     if trainer.adversary is not None:
-        layer = trainer.cfg.adversary_layer
-        where = "the row-conv output" if layer == -1 else f"recurrent layer {layer}'s output"
         provenance["voice_adversary"] = (
-            f"a classifier of {len(trainer.adversary.voices)} voices on {where}, "
+            f"a classifier of {len(trainer.adversary.voices)} voices on "
+            f"{layer_name(trainer.cfg.adversary_layer)}, "
             f"gradient reversed at scale {trainer.cfg.adversary_scale:g}"
         )
     if trainer.phones is not None:
-        layer = trainer.cfg.phone_layer
-        where = "the row-conv output" if layer == -1 else f"recurrent layer {layer}'s output"
         have = sum(1 for t in trainer.phones_of if t)
         provenance["phone_targets"] = (
-            f"a phone CTC head on {where}, weight {trainer.cfg.phone_weight:g}, phones from "
+            f"a phone CTC head on {layer_name(trainer.cfg.phone_layer)}, weight {trainer.cfg.phone_weight:g}, phones from "
             f"{Path(trainer.cfg.phone_lexicon).name} for {have} of {len(trainer.phones_of)} "
             "training utterances"
         )
