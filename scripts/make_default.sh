@@ -159,7 +159,8 @@ cpu_stage() {
     ${SOFT_TEACHER:+--soft-teacher "$SOFT_TEACHER" --soft-weight "${SOFT_W:-1}"} \
     ${ADVERSARY:+--adversary-scale "$ADVERSARY" --adversary-layer "${ADVERSARY_LAYER:--1}"} \
     ${PHONE_LEXICON:+--phone-lexicon "$PHONE_LEXICON" --phone-weight "${PHONE_W:-0.5}" \
-      --phone-layer "${PHONE_LAYER:-1}"}
+      --phone-layer "${PHONE_LAYER:-1}"} \
+    ${CONSISTENCY:+--consistency-weight "$CONSISTENCY"}
 }
 
 # a light-preset CPU stage from models/default, frozen once into runs/NAME_init so that a
@@ -668,6 +669,18 @@ case "${1:-}" in
     # network owes 85-93% of the word errors). Frozen start runs/NAME_init; resumes like light7
     BUDGET_S=${BUDGET_S:-2700} BATCH=${BATCH:-32} light_stage "${NAME:-english4}" "${LR:-1e-4}" \
       data/corpus/train.jsonl "data/kokoro_mix2/train.jsonl*${KX:-2}" \
+      "data/asterisk/train.jsonl*${HER:-13}"
+    ;;
+  consistency)
+    # english4's recipe without the mixes (data/corpus, her prompts x13), each utterance heard
+    # twice a step under independent feature augmentation and the two views' frames pulled
+    # together (training/consistency.py, CR-CTC's weight 0.2); 16 utterances a step, so 32
+    # rows as its control's 32 utterances: `NAME=cr_control CONSISTENCY=0` runs that control.
+    # Frozen start runs/NAME_init; killed, the same command resumes it
+    w=${CONSISTENCY-0.2}
+    [ "$w" = 0 ] && rows=32 || rows=16
+    CONSISTENCY=$w BUDGET_S=${BUDGET_S:-3600} BATCH=${BATCH:-$rows} light_stage \
+      "${NAME:-consistency}" "${LR:-1e-4}" data/corpus/train.jsonl \
       "data/asterisk/train.jsonl*${HER:-13}"
     ;;
   phones)

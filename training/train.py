@@ -51,6 +51,7 @@ from server.precision import bf16_units
 from training.adversary import VoiceAdversary, voice_ids, voice_losses
 from training.augment import AUGMENT_PRESETS
 from training.batching import STRATEGIES, BatchConfig, BatchSampler, padding_ratio
+from training.consistency import consistency_losses
 from training.data import Batch, DataConfig, SpeechDataset, collate, load_audio, worker_init
 from training.distill import distill_losses
 from training.grow import widen
@@ -115,6 +116,9 @@ class TrainConfig:
     phone_layer: int = 1  # the recurrent layer the phone head reads (-1: the row-conv output)
     phone_probe_steps: int = 200  # first steps the phone head's gradient stops at its layer
     phone_head_lr: float = 30.0  # the phone head's rate as a multiple of the network's
+    # > 0: each utterance heard twice under independent feature augmentation, each view's
+    # frames pulled towards the other's by a KL term of this weight (consistency.py)
+    consistency_weight: float = 0.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -149,6 +153,13 @@ class TrainConfig:
             raise ValueError(
                 f"phone_head_lr must be > 0 and phone_probe_steps >= 0, got "
                 f"{self.phone_head_lr} and {self.phone_probe_steps}"
+            )
+        if self.consistency_weight < 0:
+            raise ValueError(f"consistency_weight must be >= 0, got {self.consistency_weight}")
+        if self.consistency_weight > 0 and not self.augment:
+            raise ValueError(
+                "consistency_weight needs augmentation: two views of an utterance without it "
+                "are the same view"
             )
         if bool(self.phone_lexicon) != (self.phone_weight > 0):
             raise ValueError(
@@ -279,7 +290,12 @@ class Trainer:
         aug = AUGMENT_PRESETS[cfg.augment_preset] if cfg.augment else None
         self.teacher = TeacherTargets(cfg.teacher) if cfg.teacher else None
         data_cfg = DataConfig(
-            model_cfg.features, aug, cfg.seed, self.teacher, model_cfg.time_stride
+            model_cfg.features,
+            aug,
+            cfg.seed,
+            self.teacher,
+            model_cfg.time_stride,
+            views=2 if cfg.consistency_weight > 0 else 1,
         )
         self.train_set = SpeechDataset(train, data_cfg)
         self.dev = dev
@@ -336,6 +352,7 @@ class Trainer:
             else None
         )
         self.soft_loss = 0.0  # the last step's mean per-utterance KL to the soft teacher
+        self.consistency_loss = 0.0  # the last step's mean per-row KL between the two views
         self.ema: DS2 | None = None  # the moving average of the weights, when cfg.ema_decay
         self.optimizer = self._optimizer()
         self.sampler = BatchSampler(
@@ -555,6 +572,10 @@ class Trainer:
             ph, self.phoned = phone_losses(outputs[4], targets, out_lens)
             total = total + self.cfg.phone_weight * ph.sum()
             self.phone_loss = float(ph.detach().sum()) / max(self.phoned, 1)
+        if batch.views == 2:
+            cr = consistency_losses(log_probs, out_lens, batch.views)
+            total = total + self.cfg.consistency_weight * cr.sum()
+            self.consistency_loss = float(cr.detach().mean())
         if soft is not None:
             kl = soft_losses(log_probs, soft[0], out_lens)
             total = total + self.cfg.soft_weight * kl.sum()
@@ -744,6 +765,11 @@ class Trainer:
                         **({"distill_loss": self.distill_loss} if self.projection else {}),
                         **({"soft_loss": self.soft_loss} if self.soft else {}),
                         **(
+                            {"consistency_loss": self.consistency_loss}
+                            if self.cfg.consistency_weight > 0
+                            else {}
+                        ),
+                        **(
                             {"phone_loss": self.phone_loss, "phoned": self.phoned}
                             if self.phones
                             else {}
@@ -859,6 +885,12 @@ def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
             f"{trainer.soft.name} (per-frame mix of {len(shares)} network(s), shares "
             f"{', '.join(f'{w:.2f}' for w in shares)}), KL weight {trainer.cfg.soft_weight:g}"
         )
+    if trainer.cfg.consistency_weight > 0:
+        provenance["consistency"] = (
+            "each utterance heard twice per step under independent feature augmentation "
+            f"(warps, colour, masks), a KL term of weight {trainer.cfg.consistency_weight:g} "
+            "between the two views' frames (CR-CTC)"
+        )
     if trainer.adversary is not None:
         provenance["voice_adversary"] = (
             f"a classifier of {len(trainer.adversary.voices)} voices on "
@@ -923,10 +955,9 @@ def lineage(base: dict[str, Any]) -> list[dict[str, Any]]:
         earlier = []
     last = {k: base.get(k, "not recorded") for k in STAGE_KEYS}
     last["distillation"] = base.get("distillation", "none")  # only teacher runs record one
-    if "soft_targets" in base:
-        last["soft_targets"] = base["soft_targets"]
-    if "phone_targets" in base:
-        last["phone_targets"] = base["phone_targets"]
+    for key in ("soft_targets", "phone_targets", "consistency"):  # what only some runs record
+        if key in base:
+            last[key] = base[key]
     return [*earlier, last]
 
 
