@@ -17,7 +17,7 @@ from tests.training.test_train import MODEL, Recording, make_corpus, train_confi
 from training.augment import AUGMENT_PRESETS
 from training.batching import BatchConfig
 from training.consistency import consistency_losses
-from training.data import DataConfig, SpeechDataset, collate
+from training.data import Batch, DataConfig, SpeechDataset, collate
 from training.train import export
 
 
@@ -81,7 +81,7 @@ def test_the_loss_pulls_each_view_towards_its_twin_and_is_zero_between_equal_vie
 class Viewed(Recording):
     """Recording's losses plus the consistency term of every step."""
 
-    def train_step(self, batch):  # type: ignore[no-untyped-def]
+    def train_step(self, batch: Batch) -> float:
         loss = super().train_step(batch)
         self.kls = [*getattr(self, "kls", []), self.consistency_loss]
         return loss
