@@ -20,15 +20,13 @@ from torch import Tensor
 from training.soft_targets import soft_losses
 
 
-def consistency_losses(log_probs: Tensor, out_lengths: Tensor, views: int) -> Tensor:
-    """Per-row KL(other view, held fixed || this view) [V*B], summed over each row's frames.
+def consistency_losses(log_probs: Tensor, out_lengths: Tensor) -> Tensor:
+    """Per-row KL(other view, held fixed || this view) [2B], summed over each row's frames.
 
     `log_probs` [2B, T', V] holds the first views of B utterances, then their second views in
     the same order (as `collate` stacks them). Each row is pulled towards its twin, whose
     distribution is detached, so both views move towards each other and neither is a teacher.
     Summed like CTC's per-utterance loss, so a weight of 0.2 (CR-CTC's) keeps the scales near."""
-    if views != 2:
-        raise ValueError(f"consistency needs two views of each utterance, got {views}")
     rows = log_probs.shape[0]
     if rows % 2:
         raise ValueError(f"two views of each utterance need an even batch, got {rows} rows")

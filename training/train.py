@@ -573,7 +573,7 @@ class Trainer:
             total = total + self.cfg.phone_weight * ph.sum()
             self.phone_loss = float(ph.detach().sum()) / max(self.phoned, 1)
         if batch.views == 2:
-            cr = consistency_losses(log_probs, out_lens, batch.views)
+            cr = consistency_losses(log_probs, out_lens)
             total = total + self.cfg.consistency_weight * cr.sum()
             self.consistency_loss = float(cr.detach().mean())
         if soft is not None:

@@ -59,9 +59,9 @@ def test_the_loss_pulls_each_view_towards_its_twin_and_is_zero_between_equal_vie
     first = torch.randn(2, 5, 4).log_softmax(-1)
     second = torch.randn(2, 5, 4).log_softmax(-1)
     lengths = torch.tensor([5, 3, 5, 3])
-    same = consistency_losses(torch.cat([first, first]), lengths, 2)
+    same = consistency_losses(torch.cat([first, first]), lengths)
     assert torch.allclose(same, torch.zeros(4), atol=1e-6)
-    got = consistency_losses(torch.cat([first, second]), lengths, 2)
+    got = consistency_losses(torch.cat([first, second]), lengths)
 
     def kl(p: torch.Tensor, q: torch.Tensor, n: int) -> torch.Tensor:  # KL(q || p), n frames
         return (q[:n].exp() * (q[:n] - p[:n])).sum()
@@ -71,11 +71,11 @@ def test_the_loss_pulls_each_view_towards_its_twin_and_is_zero_between_equal_vie
     assert torch.allclose(got, torch.stack(want), atol=1e-5)
     # each row's gradient comes from its own term only: the twin is held fixed
     rows = torch.cat([first, second]).requires_grad_(True)
-    consistency_losses(rows, lengths, 2)[0].backward()
+    consistency_losses(rows, lengths)[0].backward()
     assert rows.grad is not None
     assert rows.grad[0].abs().sum() > 0 and rows.grad[1:].abs().sum() == 0
     with pytest.raises(ValueError, match="same number of frames"):
-        consistency_losses(torch.cat([first, second]), torch.tensor([5, 3, 4, 3]), 2)
+        consistency_losses(torch.cat([first, second]), torch.tensor([5, 3, 4, 3]))
 
 
 class Viewed(Recording):
@@ -93,7 +93,7 @@ def _views_kl(trainer: Recording, ds: SpeechDataset) -> float:
     model = trainer.final_model.eval()
     with torch.no_grad():
         log_probs, out_lens = model(batch.feats, batch.feat_lengths)[:2]
-    return float(consistency_losses(log_probs, out_lens, 2).mean())
+    return float(consistency_losses(log_probs, out_lens).mean())
 
 
 def test_a_run_with_it_learns_and_hears_the_views_more_alike(tmp_path: Path) -> None:

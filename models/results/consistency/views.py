@@ -41,7 +41,7 @@ def main(argv: list[str]) -> int:
                 for start in range(0, len(ds), 16):
                     batch = collate([ds[i] for i in range(start, min(start + 16, len(ds)))])
                     log_probs, lens = model(batch.feats, batch.feat_lengths)[:2]
-                    kl += float(consistency_losses(log_probs, lens, 2).sum())
+                    kl += float(consistency_losses(log_probs, lens).sum())
                     b = log_probs.shape[0] // 2
                     best = log_probs.argmax(-1)
                     valid = torch.arange(best.shape[1])[None] < lens[:b, None]
