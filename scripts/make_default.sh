@@ -97,6 +97,10 @@
 #                                         # (runs/english4; resumes)
 #   bash scripts/make_default.sh phones   # english4 with a phone CTC head beside (runs/phones;
 #                                         # resumes)
+#   bash scripts/make_default.sh rab      # Roger (CSTR's rab diphones, a British man) speaking
+#                                         # 5 h of training sentences (data/rab)
+#   bash scripts/make_default.sh rabtrain # the consistency control's recipe with data/rab
+#                                         # (runs/rab; NAME=rab_control RX=0 without it)
 #   bash scripts/make_default.sh prose    # prose dev/test: the Brown corpus's held-out fifth in
 #                                         # the held-out voices (data/prose)
 #   bash scripts/make_default.sh text8    # its other 400 samples as training text (data/corpus9)
@@ -656,6 +660,25 @@ case "${1:-}" in
     $H synth --out data/kokoro_mix2 --engines kokoro-en-mix2,flite --train-hours "${HOURS:-2.4}" \
       --dev-minutes 0.1 --test-minutes 0.1 --seed 41 --workers "$(nproc)" \
       --exclude "${HELD_OUT[@]}" data/kokoro_en/train.jsonl data/kokoro_mix/train.jsonl
+    ;;
+  rab)
+    # CSTR's rab diphones (engine festival-rab: Roger, a British RP man whom no corpus here has
+    # heard, read through CMUdict; scripts/setup.sh unpacks the voice from Debian contrib)
+    # beside flite's training voices for synth's tiny dev/test; its own seed, held-out
+    # sentences excluded (models/results/rab.md). Resumable like every synth
+    $H synth --out data/rab --engines festival-rab,flite --train-hours "${HOURS:-5}" \
+      --dev-minutes 0.1 --test-minutes 0.1 --seed 43 --workers "$(nproc)" --exclude "${HELD_OUT[@]}"
+    ;;
+  rabtrain)
+    # the consistency stage's control recipe (data/corpus, her prompts x13, 32 utterances a
+    # step, peak 1e-4) with Roger's corpus (`rab`) RX times beside it: does one more speaker
+    # move the held-out voices? `NAME=rab_control RX=0` is the same stage without it, run
+    # beside at THREADS=1 each (models/results/rab.md). Frozen start runs/NAME_init; killed,
+    # the same command resumes it
+    rab=()
+    [ "${RX:-1}" = 0 ] || rab=("data/rab/train.jsonl*${RX:-1}")
+    BUDGET_S=${BUDGET_S:-4200} BATCH=${BATCH:-32} light_stage "${NAME:-rab}" "${LR:-1e-4}" \
+      data/corpus/train.jsonl "${rab[@]}" "data/asterisk/train.jsonl*${HER:-13}"
     ;;
   english3)
     # english's recipe and budget with the mixes (`kokoro-mix`) too, her prompts kept near a

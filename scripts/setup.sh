@@ -20,6 +20,7 @@ APT_PKGS=(ffmpeg libsndfile1 zlib1g-dev libbz2-dev liblzma-dev)
 EXTRAS=""
 if [ "$PURPOSE" != --serve ]; then
   APT_PKGS+=(espeak-ng flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts
+             curl  # the rab diphones from Debian contrib, below
              fortunes fortunes-min
              cmake libboost-program-options-dev libboost-system-dev libboost-thread-dev
              libboost-test-dev  # KenLM's lmplz and build_binary, for harken build-lm
@@ -120,6 +121,26 @@ if [ ! -f "$RH/wineprefix/system.reg" ]; then
   echo "[setup] RHVoice: initialising its wine prefix (once: ~15 s, ~700 MB)"
   (export WINEPREFIX="$PWD/$RH/wineprefix" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
    /usr/lib/wine/wine64 wineboot --init && /usr/lib/wine/wineserver -w)
+fi
+
+# CSTR's rab diphones (Roger, a British RP man; a permissive licence) from Debian's contrib
+# section, which the machines' apt sources leave out: the .deb is fetched from Debian's pool,
+# checked against its pinned sha256, and only the voice unpacked into .venv/festival. It is not
+# installed: the package depends on festlex-oald, free for non-commercial use only, and
+# corpus/festival/rab_cmu.scm reads the voice through CMUdict (festlex-cmu) instead
+RAB_DEB=festvox-rablpc16k_2.4-1_all.deb
+RAB_SHA=d2ed662717a9eb346fdf087d5d6816dce39755cd3a0b396608a67b56e78c8ca6
+if [ ! -f "$STAMP/festival-rab" ]; then
+  echo "[setup] festival's rab diphones from Debian contrib ($RAB_DEB)"
+  RT=$(mktemp -d)
+  curl -sSfL -o "$RT/$RAB_DEB" "http://deb.debian.org/debian/pool/contrib/f/festvox-rablpc16k/$RAB_DEB"
+  echo "$RAB_SHA  $RT/$RAB_DEB" | sha256sum -c --quiet
+  dpkg-deb -x "$RT/$RAB_DEB" "$RT/root"
+  rm -rf .venv/festival && mkdir -p .venv/festival
+  mv "$RT/root/usr/share/festival/voices/english/rab_diphone" .venv/festival/
+  cp "$RT/root/usr/share/doc/festvox-rablpc16k/copyright" .venv/festival/rab_diphone/COPYRIGHT
+  rm -rf "$RT"
+  touch "$STAMP/festival-rab"
 fi
 
 # Kokoro's own English voices: npm's kokoro-js 1.2.1 carries Kokoro v1.0's voice packs
