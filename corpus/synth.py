@@ -109,10 +109,6 @@ class SynthConfig:
             )
 
 
-def _festival_rab_available() -> bool:
-    return bool(shutil.which("festival")) and voices.festival_rab_available()
-
-
 def _missing(engine: str) -> str | None:
     """What an engine lacks on this machine, or None when it can render."""
     programs = {"espeak-ng": "espeak-ng", "flite": "flite", "festival": "text2wave"}
@@ -120,7 +116,7 @@ def _missing(engine: str) -> str | None:
         return None if shutil.which(programs[engine]) else f"no {programs[engine]} program"
     checks = {
         "festival-rab": (
-            _festival_rab_available,
+            voices.festival_rab_available,
             f"needs festival and the rab diphones in {voices.FESTIVAL_RAB_DIR}",
         ),
         "pico": (voices.pico_available, "needs the ttspico package"),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import wave
@@ -335,8 +336,11 @@ def _windows_path(path: Path) -> str:
 
 
 def festival_rab_available() -> bool:
-    """Whether scripts/setup.sh has unpacked the rab diphones (and festival can run)."""
-    return (FESTIVAL_RAB_DIR / "group" / "rablpc16k.group").is_file()
+    """Whether festival runs here and scripts/setup.sh has unpacked the rab diphones."""
+    return (
+        bool(shutil.which("festival"))
+        and (FESTIVAL_RAB_DIR / "group" / "rablpc16k.group").is_file()
+    )
 
 
 def _festival_voice(voice: Voice) -> list[str]:
@@ -349,7 +353,8 @@ def _festival_voice(voice: Voice) -> list[str]:
         raise ValueError(f"unknown festival-rab voice {voice.name!r}; known: {known}")
     if not festival_rab_available():
         raise RuntimeError(
-            f"festival-rab needs the rab diphones in {FESTIVAL_RAB_DIR} (scripts/setup.sh --synth)"
+            f"festival-rab needs festival and the rab diphones in {FESTIVAL_RAB_DIR} "
+            "(scripts/setup.sh --synth)"
         )
     where = str(FESTIVAL_RAB_DIR)
     assert '"' not in where and '"' not in str(FESTIVAL_RAB_SCM)

@@ -14,6 +14,8 @@ import soundfile as sf
 from corpus import synth
 from corpus.text import normalise
 from corpus.voices import DEFAULT_ENGINES, HELD_OUT, Prosody, Voice, render, render_rhvoice
+from decoder.metrics import wer
+from evaluation.peers import WhisperTinyEn
 from models.manifest import read_manifest
 
 pytestmark = pytest.mark.skipif(
@@ -117,9 +119,6 @@ def test_rab_says_the_words_it_is_given_through_cmudict(tmp_path: Path) -> None:
     """Roger's diphones are read through CMUdict mapped onto their own phone set (OALD, which
     Debian's voice wants, is non-commercial): a listener must hear the sentence, not the
     fallback diphone. Whisper tiny.en is the listener (the peers extra)."""
-    from decoder.metrics import wer
-    from evaluation.peers import WhisperTinyEn
-
     spoken = "please call stella and ask her to bring these things with her from the store"
     render(Voice("festival-rab", "rab_diphone"), spoken, Prosody(), tmp_path / "rab.wav")
     audio, rate = sf.read(str(tmp_path / "rab.wav"), dtype="float32")
