@@ -101,6 +101,9 @@
 #                                         # 5 h of training sentences (data/rab)
 #   bash scripts/make_default.sh rabtrain # the consistency control's recipe with data/rab
 #                                         # (runs/rab; NAME=rab_control RX=0 without it)
+#   bash scripts/make_default.sh rowconv  # the same recipe, the row convolution seeing 13 frames
+#                                         # ahead, not 7 (runs/rowconv; NAME=rowconv_control
+#                                         # TAU=7 the control)
 #   bash scripts/make_default.sh prose    # prose dev/test: the Brown corpus's held-out fifth in
 #                                         # the held-out voices (data/prose)
 #   bash scripts/make_default.sh text8    # its other 400 samples as training text (data/corpus9)
@@ -679,6 +682,18 @@ case "${1:-}" in
     [ "${RX:-1}" = 0 ] || rab=("data/rab/train.jsonl*${RX:-1}")
     BUDGET_S=${BUDGET_S:-4200} BATCH=${BATCH:-32} light_stage "${NAME:-rab}" "${LR:-1e-4}" \
       data/corpus/train.jsonl "${rab[@]}" "data/asterisk/train.jsonl*${HER:-13}"
+    ;;
+  rowconv)
+    # the consistency control's recipe (data/corpus, her prompts x13, 32 utterances a step,
+    # peak 1e-4) with the first network's row convolution lengthened from 7 to TAU future
+    # frames (training/grow.py `lengthen`: new taps start at zero), 390 ms of look-ahead
+    # instead of 210: does future context move the held-out voices? `NAME=rowconv_control
+    # TAU=7` is the same stage as it is, run beside at THREADS=1 each (models/results/rowconv.md).
+    # Frozen start runs/NAME_init; killed, the same command resumes it
+    tau=${TAU:-13}
+    [ "$tau" = 7 ] && config=scripts/net_mel_3x512.json || config=scripts/net_mel_3x512_tau$tau.json
+    CONFIG=$config BUDGET_S=${BUDGET_S:-3300} BATCH=${BATCH:-32} light_stage "${NAME:-rowconv}" \
+      "${LR:-1e-4}" data/corpus/train.jsonl "data/asterisk/train.jsonl*${HER:-13}"
     ;;
   english3)
     # english's recipe and budget with the mixes (`kokoro-mix`) too, her prompts kept near a

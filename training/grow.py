@@ -6,6 +6,11 @@ scratch on two cores does not get past CTC's first plateau within a session's bu
 every old unit and from the output computes exactly the old function on the first step, and
 training then decides what the new units are for. Only `rnn_hidden` grows: a GRU has no
 identity setting, so a new layer cannot start as a no-op.
+
+The row convolution's look-ahead can grow the same way (`lengthen`): its new taps on later
+frames start at zero, so the longer network computes the old function and training decides
+how much of the extra future it wants (DS2 §3.7: future context is what a unidirectional
+network lacks). It costs the same in latency on partials, nothing on the final.
 """
 
 from __future__ import annotations
@@ -63,3 +68,22 @@ def widen(small: DS2, hidden: int, seed: int = 0) -> DS2:
     big.output.weight[:, :old] = small.output.weight
     big.output.bias.copy_(small.output.bias)
     return big
+
+
+@torch.no_grad()
+def lengthen(short: DS2, tau: int) -> DS2:
+    """A copy of `short` whose row convolution sees `tau` future frames instead of its own
+    tau, computing what `short` does: the new taps (on frames further ahead) are zero. Offline
+    the output is unchanged; streaming, each frame comes `tau - old` frames later."""
+    old = short.config.row_conv_tau
+    if tau < old:
+        raise ValueError(f"row_conv_tau can grow, not shrink ({old} -> {tau})")
+    config = dataclasses.replace(short.config, row_conv_tau=tau)
+    long = DS2(config, folded=short.folded).to(next(short.parameters()).device)
+    state = short.state_dict()
+    w = long.row_conv.weight
+    w.zero_()
+    w[:, :, : old + 1] = state.pop("row_conv.weight")
+    state["row_conv.weight"] = w.clone()
+    long.load_state_dict(state)
+    return long

@@ -54,7 +54,7 @@ from training.batching import STRATEGIES, BatchConfig, BatchSampler, padding_rat
 from training.consistency import consistency_losses
 from training.data import Batch, DataConfig, SpeechDataset, collate, load_audio, worker_init
 from training.distill import distill_losses
-from training.grow import widen
+from training.grow import lengthen, widen
 from training.heads import WithHeads, check_layer, layer_name
 from training.pause import PauseClock
 from training.phones import PhoneHead, phone_losses, phone_targets, read_lexicon
@@ -497,10 +497,9 @@ class Trainer:
         inference = {k: getattr(mine, k) for k in INFERENCE_ONLY}  # re-tuned after training
         grows = mine.rnn_hidden > theirs.rnn_hidden  # a wider copy (training/grow.py)
         hidden = max(mine.rnn_hidden, theirs.rnn_hidden)
-        if (
-            dataclasses.replace(theirs, features=mine.features, rnn_hidden=hidden, **inference)
-            != mine
-        ):
+        tau = max(mine.row_conv_tau, theirs.row_conv_tau)  # a longer look-ahead (the same)
+        grown = dict(features=mine.features, rnn_hidden=hidden, row_conv_tau=tau)
+        if dataclasses.replace(theirs, **grown, **inference) != mine:
             m, t = mine.to_dict(), theirs.to_dict()
             skip = ("features", *INFERENCE_ONLY)
             diff = {k: (t.get(k), v) for k, v in m.items() if t.get(k) != v and k not in skip}
@@ -518,6 +517,10 @@ class Trainer:
             if self.dist.main:
                 print(f"widening {path}: rnn_hidden {theirs.rnn_hidden} -> {mine.rnn_hidden}")
             model = widen(model, mine.rnn_hidden)
+        if mine.row_conv_tau > theirs.row_conv_tau:
+            if self.dist.main:
+                print(f"lengthening {path}: row_conv_tau {theirs.row_conv_tau} -> {tau}")
+            model = lengthen(model, tau)
         self.model.load_state_dict(model.state_dict())
 
     # -- training ----------------------------------------------------------------------------

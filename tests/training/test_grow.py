@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from models.bundle import fold_batchnorm
 from models.ds2 import DS2, SequenceBatchNorm
 from tests.models.conftest import TINY_CONFIGS
-from training.grow import widen
+from training.grow import lengthen, widen
 
 
 def trained_like(name: str) -> DS2:
@@ -87,3 +87,29 @@ def test_widening_refuses_what_it_cannot_preserve() -> None:
         widen(small, small.config.rnn_hidden - 1)
     with pytest.raises(ValueError, match="unfold"):
         widen(fold_batchnorm(small.eval()), 32)
+
+
+@pytest.mark.parametrize("name", ["2d-gru", "1d-rnn"])
+def test_a_lengthened_network_computes_the_same_function_and_its_new_taps_learn(
+    name: str,
+) -> None:
+    short = trained_like(name)
+    old = short.config.row_conv_tau
+    long = lengthen(short, old + 5)
+    assert long.config == dataclasses.replace(short.config, row_conv_tau=old + 5)
+    x, lengths = inputs(short.config.features.n_bins)
+    for train in (False, True):
+        short.train(train)
+        long.train(train)
+        with torch.no_grad():
+            want, n_want = short(x, lengths)
+            got, n_got = long(x, lengths)
+        assert torch.equal(n_got, n_want)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    log_probs, n = long(x, lengths)
+    targets = torch.tensor([[3, 4, 5], [6, 7, 8], [9, 10, 11]])
+    F.ctc_loss(log_probs.transpose(0, 1), targets, n, torch.full((3,), 3)).backward()
+    grad = long.row_conv.weight.grad
+    assert grad is not None and grad[:, 0, old + 1 :].abs().max() > 0
+    with pytest.raises(ValueError, match="grow, not shrink"):
+        lengthen(short, old - 1)

@@ -558,7 +558,12 @@ def test_fine_tuning_starts_from_the_bundle(tmp_path: Path) -> None:
 
     deeper = dataclasses.replace(MODEL, rnn_layers=3)
     narrower = dataclasses.replace(MODEL, rnn_hidden=MODEL.rnn_hidden // 2)
-    for other, field in ((deeper, "rnn_layers"), (narrower, "rnn_hidden")):
+    shorter = dataclasses.replace(MODEL, row_conv_tau=MODEL.row_conv_tau - 1)
+    for other, field in (
+        (deeper, "rnn_layers"),
+        (narrower, "rnn_hidden"),
+        (shorter, "row_conv_tau"),
+    ):
         wrong = Trainer(other, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "wrong")
         with pytest.raises(BundleError, match=field):
             wrong.init_from_bundle(bundle)
@@ -606,6 +611,26 @@ def test_fine_tuning_can_widen_the_bundle(tmp_path: Path) -> None:
     out = load_bundle(export(tuned, tmp_path / "tuned_bundle", "train.jsonl"))
     assert out.config.rnn_hidden == MODEL.rnn_hidden * 2
     assert out.provenance["fine_tuned_from"] == str(bundle)
+
+
+def test_fine_tuning_can_lengthen_the_look_ahead(tmp_path: Path) -> None:
+    """A run whose row convolution sees further ahead starts from the bundle as the same
+    function, learns taps on the new future frames, and exports its own look-ahead."""
+    utts = make_corpus(tmp_path, 6)
+    cfg = train_config(epochs=100, max_steps=3, augment=False, checkpoint_every=100)
+    base = Trainer(MODEL, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "base")
+    base.fit()
+    bundle = export(base, tmp_path / "bundle", "train.jsonl")
+    tau = MODEL.row_conv_tau + 4
+    longer = dataclasses.replace(MODEL, row_conv_tau=tau)
+    tune_cfg = train_config(init_from=str(bundle), calibration_utterances=6, augment=False)
+    tuned = Trainer(longer, tune_cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "tuned")
+    tuned.init_from_bundle(bundle)
+    assert_starts_as_bundle(tuned, bundle)
+    tuned.fit()
+    out = load_bundle(export(tuned, tmp_path / "tuned_bundle", "train.jsonl"))
+    assert out.config.row_conv_tau == tau
+    assert out.row_conv.weight[:, 0, MODEL.row_conv_tau + 1 :].abs().max() > 0
 
 
 def test_fine_tuning_can_switch_on_the_lifter(tmp_path: Path) -> None:
