@@ -14,9 +14,11 @@ that halves a pair's model cost at the accuracy the first network has alone. `ha
 ensemble` writes it from decoder.json when a bundle first gains a member.
 
 Each member is a complete bundle (weights, normalisation, its own speaker warps), loaded
-and adapted on its own; members must share the features, the alphabet and the streaming
-geometry (time stride, conv and row-conv look-ahead), so that every chunk yields the same
-output frames from each and the server can mix them as they come. The LM and decoder settings are the bundle's own, and
+and adapted on its own; members must share the features, the alphabet, the time stride and
+the conv layers' look-ahead, so that their output frames are the same frames. The row
+convolution's look-ahead may differ: a member that sees further ahead emits each frame a
+little later, and the server holds the others' frames until it has them all
+(`server/runner.py` `EnsembleRunner`), so a pair is as late as its longest look-ahead. The LM and decoder settings are the bundle's own, and
 `harken tune-lm` tunes them on the mix; `harken tune-warp` tunes the bundle's own network's
 warps, so tune a member's before it joins (`harken ensemble`).
 """
@@ -87,16 +89,23 @@ def member_specs(path: str | Path, ensemble: bool = True) -> list[MemberSpec]:
 
 def _check_compatible(models: list[DS2], where: str) -> None:
     """Members must yield the same frames from the same features (see the module doc)."""
-    first, geometry = models[0].config, plan(models[0])
+    first, geometry = models[0].config, _front(models[0])
     for model in models[1:]:
         cfg = model.config
         if cfg.features != first.features or cfg.alphabet != first.alphabet:
             raise BundleError(f"{where}: ensemble members must share features and alphabet")
-        if cfg.time_stride != first.time_stride or plan(model) != geometry:
+        if cfg.time_stride != first.time_stride or _front(model) != geometry:
             raise BundleError(
-                f"{where}: ensemble members must share the time stride and the conv and "
-                "row-conv look-ahead (each chunk must give each the same output frames)"
+                f"{where}: ensemble members must share the time stride and the conv layers' "
+                "look-ahead (their output frames must be the same frames)"
             )
+
+
+def _front(model: DS2) -> tuple[object, ...]:
+    """The streaming geometry up to the recurrent layers: which input frames each output
+    frame's recurrence has heard (the row convolution only adds later frames to it)."""
+    p = plan(model)
+    return p.conv_buffer, p.conv_first, p.rnn_first
 
 
 @dataclass(frozen=True)

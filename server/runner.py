@@ -417,13 +417,16 @@ class ModelRunner:
 class EnsembleRunner:
     """A bundle with several networks (`models/ensemble.py`): one `ModelRunner` each, fed the
     same chunks, and per stream the weighted mean of their probabilities; implements
-    `Runner`. Each member keeps its own states and speaker warps."""
+    `Runner`. Each member keeps its own states and speaker warps. A member whose row
+    convolution sees further ahead emits its frames later: the others' are held, per stream,
+    until every member has emitted them, and the stream's last chunk emits them all."""
 
     def __init__(self, runners: list[ModelRunner], weights: list[float]) -> None:
         if len(runners) != len(weights) or len(runners) < 2:
             raise ValueError("an ensemble needs two or more runners, one weight each")
         self.runners, self.weights = runners, weights
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
+        self._held: dict[int, list[F32]] = {}  # per stream, each member's frames not yet mixed
 
     @property
     def model(self) -> DS2:
@@ -457,13 +460,19 @@ class EnsembleRunner:
         ]
         per_member = [r.run_sync(batch if i == 0 else plain) for i, r in enumerate(self.runners)]
         out = []
-        for work, outs in zip(batch, zip(*per_member, strict=True), strict=True):
-            if len({len(o) for o in outs}) != 1:
-                raise RuntimeError(
-                    f"stream {work.stream}: ensemble members emitted {[len(o) for o in outs]} "
-                    "frames for one chunk; their streaming geometry differs"
-                )
-            out.append(mix_numpy(list(outs), self.weights))
+        for work, emitted in zip(batch, zip(*per_member, strict=True), strict=True):
+            held = self._held.pop(work.stream, None)
+            rows = list(emitted) if held is None else list(map(_join, held, emitted))
+            n = min(len(r) for r in rows)
+            rest = [r[n:] for r in rows]
+            if any(len(r) for r in rest):
+                if work.last:
+                    raise RuntimeError(
+                        f"stream {work.stream}: ensemble members emitted "
+                        f"{[len(r) for r in rows]} frames in all; their geometry differs"
+                    )
+                self._held[work.stream] = rest
+            out.append(mix_numpy([r[:n] for r in rows], self.weights))
         return out
 
     def prime(self) -> None:
@@ -491,6 +500,7 @@ class EnsembleRunner:
         await asyncio.get_running_loop().run_in_executor(self._thread, self.warm, [step])
 
     def release(self, stream: int) -> None:
+        self._held.pop(stream, None)
         for runner in self.runners:
             runner.release(stream)
 
@@ -498,6 +508,10 @@ class EnsembleRunner:
         self._thread.shutdown(wait=True, cancel_futures=True)
         for runner in self.runners:
             runner.close()
+
+
+def _join(held: F32, new: F32) -> F32:
+    return np.concatenate([held, new]) if len(held) else new
 
 
 def runner_for_bundle(

@@ -498,8 +498,10 @@ class Trainer:
         grows = mine.rnn_hidden > theirs.rnn_hidden  # a wider copy (training/grow.py)
         hidden = max(mine.rnn_hidden, theirs.rnn_hidden)
         tau = max(mine.row_conv_tau, theirs.row_conv_tau)  # a longer look-ahead (the same)
-        grown = dict(features=mine.features, rnn_hidden=hidden, row_conv_tau=tau)
-        if dataclasses.replace(theirs, **grown, **inference) != mine:
+        grown = dataclasses.replace(
+            theirs, features=mine.features, rnn_hidden=hidden, row_conv_tau=tau
+        )
+        if dataclasses.replace(grown, **inference) != mine:
             m, t = mine.to_dict(), theirs.to_dict()
             skip = ("features", *INFERENCE_ONLY)
             diff = {k: (t.get(k), v) for k, v in m.items() if t.get(k) != v and k not in skip}

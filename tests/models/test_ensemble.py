@@ -58,7 +58,7 @@ def test_the_bundle_hears_the_weighted_mean_of_both_networks(own: Path, tmp_path
     [
         ({}, 1.0, "wide", "weight must be in (0, 1)"),
         ({}, 0.0, "wide", "weight must be in (0, 1)"),
-        ({"row_conv_tau": 3}, 0.3, "wide", "look-ahead"),
+        ({"conv_time_kernel": 9}, 0.3, "wide", "look-ahead"),
         ({"time_stride": 3}, 0.3, "wide", "time stride"),
         ({}, 0.3, "../wide", "plain folder name"),
     ],
@@ -72,6 +72,23 @@ def test_a_member_that_cannot_join_is_refused_and_the_bundle_left_as_it_was(
         add_member(own, member, weight, name)
     assert _snapshot(own) == before
     assert len(load_networks(own).models) == 1
+
+
+def test_a_member_that_looks_further_ahead_joins_and_is_mixed_frame_by_frame(
+    own: Path, tmp_path: Path
+) -> None:
+    """Offline both networks give one frame per output step whatever their row-convolution
+    look-ahead, so the mix is frame-aligned (the server holds the earlier frames back)."""
+    later = _network(tmp_path, "later", 9, row_conv_tau=TINY.row_conv_tau + 4)
+    add_member(own, later, 0.3, "later")
+    networks = load_networks(own)
+    x = torch.randn(1, 50, TINY.features.n_bins) * 3 - 8
+    mixed, n = networks.forward(x, torch.tensor([50]))
+    (a, _), (b, _) = (adapted_forward(load_bundle(p), x, torch.tensor([50])) for p in (own, later))
+    t = int(n[0])
+    np.testing.assert_allclose(
+        mixed[0, :t], torch.log(0.7 * a.exp() + 0.3 * b.exp())[0, :t], atol=1e-5
+    )
 
 
 def test_shares_must_leave_the_bundles_own_network_some_weight(own: Path, tmp_path: Path) -> None:

@@ -46,6 +46,25 @@ def ensemble_bundle(warped_bundle: Path, tmp_path_factory: pytest.TempPathFactor
 
 
 @pytest.fixture(scope="session")
+def lookahead_ensemble_bundle(
+    warped_bundle: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The warped bundle with a second network whose row convolution sees 3 frames further
+    ahead (its frames come later), at 0.4."""
+    root = tmp_path_factory.mktemp("lookahead_ensemble")
+    bundle = root / "tiny"
+    shutil.copytree(warped_bundle, bundle)
+    torch.manual_seed(2)
+    later = DS2(dataclasses.replace(TINY, row_conv_tau=TINY.row_conv_tau + 3)).eval()
+    with torch.no_grad():
+        later.feat_mean.fill_(-7.0)
+        later.feat_std.fill_(3.5)
+        later.row_conv.weight.uniform_(-0.5, 0.5)  # it really looks ahead
+    add_member(bundle, save_bundle(later, root / "later"), 0.4, "later")
+    return bundle
+
+
+@pytest.fixture(scope="session")
 def server(tiny_bundle: Path) -> Iterator[Running]:
     """A server with small limits, shared by the end-to-end tests (none holds it busy); fp32,
     so every endpoint can be compared with the fp32 offline reference on any CPU."""

@@ -39,12 +39,22 @@ from server.session import transcribe
 F32 = npt.NDArray[np.float32]
 
 
-@pytest.fixture(params=["plain", "speaker-warp", "ensemble"])
+@pytest.fixture(params=["plain", "speaker-warp", "ensemble", "ensemble-lookahead"])
 def kind_bundle(
-    request: pytest.FixtureRequest, tiny_bundle: Path, warped_bundle: Path, ensemble_bundle: Path
+    request: pytest.FixtureRequest,
+    tiny_bundle: Path,
+    warped_bundle: Path,
+    ensemble_bundle: Path,
+    lookahead_ensemble_bundle: Path,
 ) -> tuple[str, Path]:
-    """One network, one with speaker warps, and an ensemble of two: (kind, bundle)."""
-    bundles = {"plain": tiny_bundle, "speaker-warp": warped_bundle, "ensemble": ensemble_bundle}
+    """One network, one with speaker warps, an ensemble of two, and one whose second network
+    looks further ahead: (kind, bundle)."""
+    bundles = {
+        "plain": tiny_bundle,
+        "speaker-warp": warped_bundle,
+        "ensemble": ensemble_bundle,
+        "ensemble-lookahead": lookahead_ensemble_bundle,
+    }
     return request.param, bundles[request.param]
 
 
@@ -108,7 +118,7 @@ def test_interleaved_streams_through_the_dispatcher_equal_whole_utterances(
             not np.allclose(out, _whole(plain, f), atol=1e-4)
             for f, out in zip(feats, outputs, strict=True)
         )
-    if kind == "ensemble":  # and the member really counted: not the warped network alone
+    if kind.startswith("ensemble"):  # the member really counted: not the warped network alone
         alone = load_networks(warped_bundle)
         for f, out in zip(feats, outputs, strict=True):
             assert not np.allclose(out, _whole(alone, f), atol=1e-3)
