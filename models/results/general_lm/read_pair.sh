@@ -23,12 +23,21 @@ done
 rm -rf "$d" && cp -r models/default "$d"
 [ "$first" != - ] && cp "$first/model.safetensors" "$d/"
 [ "$wide" != - ] && cp "$wide/model.safetensors" "$d/wide/"
-.venv/bin/python - "$d/config.json" "$share" <<'PY'
+# the share, and each replaced network's row-convolution look-ahead (its taps' count is part of
+# its weights; the rest of the shipped config stays: warps, merge, search)
+.venv/bin/python - "$d" "$share" "$first" "$wide" <<'PY'
 import json, sys
-path, share = sys.argv[1], float(sys.argv[2])
-config = json.load(open(path))
-config["ensemble"]["members"][0]["weight"] = share
-open(path, "w").write(json.dumps(config, indent=1) + "\n")
+d, share, first, wide = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
+def edit(path, source, share=None):
+    config = json.load(open(path))
+    if share is not None:
+        config["ensemble"]["members"][0]["weight"] = share
+    if source != "-":
+        tau = json.load(open(f"{source}/config.json"))["model"]["row_conv_tau"]
+        config["model"]["row_conv_tau"] = tau
+    open(path, "w").write(json.dumps(config, indent=1) + "\n")
+edit(f"{d}/config.json", first, share)
+edit(f"{d}/wide/config.json", wide)
 PY
 sets=(corpus asterisk)
 [ -f data/prose/dev.jsonl ] && sets+=(prose)  # `make_default.sh prose` (models/results/prose.md)
