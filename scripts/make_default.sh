@@ -102,8 +102,8 @@
 #   bash scripts/make_default.sh rabtrain # the consistency control's recipe with data/rab
 #                                         # (runs/rab; NAME=rab_control RX=0 without it)
 #   bash scripts/make_default.sh rowconv  # the same recipe, the row convolution seeing 13 frames
-#                                         # ahead, not 7 (runs/rowconv; NAME=rowconv_control
-#                                         # TAU=7 the control)
+#                                         # ahead, not 7, stepping at 10x the rate (runs/rowconv10;
+#                                         # NAME=rowconv10_control TAU=7 the control)
 #   bash scripts/make_default.sh prose    # prose dev/test: the Brown corpus's held-out fifth in
 #                                         # the held-out voices (data/prose)
 #   bash scripts/make_default.sh text8    # its other 400 samples as training text (data/corpus9)
@@ -167,7 +167,7 @@ cpu_stage() {
     ${ADVERSARY:+--adversary-scale "$ADVERSARY" --adversary-layer "${ADVERSARY_LAYER:--1}"} \
     ${PHONE_LEXICON:+--phone-lexicon "$PHONE_LEXICON" --phone-weight "${PHONE_W:-0.5}" \
       --phone-layer "${PHONE_LAYER:-1}"} \
-    ${CONSISTENCY:+--consistency-weight "$CONSISTENCY"}
+    ${CONSISTENCY:+--consistency-weight "$CONSISTENCY"} ${ROW_LR:+--row-conv-lr "$ROW_LR"}
 }
 
 # a light-preset CPU stage from models/default, frozen once into runs/NAME_init so that a
@@ -687,12 +687,15 @@ case "${1:-}" in
     # the consistency control's recipe (data/corpus, her prompts x13, 32 utterances a step,
     # peak 1e-4) with the first network's row convolution lengthened from 7 to TAU future
     # frames (training/grow.py `lengthen`: new taps start at zero), 390 ms of look-ahead
-    # instead of 210: does future context move the held-out voices? `NAME=rowconv_control
+    # instead of 210: does future context move the held-out voices? `NAME=rowconv10_control
     # TAU=7` is the same stage as it is, run beside at THREADS=1 each (models/results/rowconv.md).
-    # Frozen start runs/NAME_init; killed, the same command resumes it
+    # At the stage's rate the new taps stayed near zero (0.002 against 0.1-0.2 at step 800), so
+    # the row convolution steps at ROW_LR (10) times it, in both. Frozen start runs/NAME_init;
+    # killed, the same command resumes it
     tau=${TAU:-13}
     [ "$tau" = 7 ] && config=scripts/net_mel_3x512.json || config=scripts/net_mel_3x512_tau$tau.json
-    CONFIG=$config BUDGET_S=${BUDGET_S:-3300} BATCH=${BATCH:-32} light_stage "${NAME:-rowconv}" \
+    ROW_LR=${ROW_LR-10} CONFIG=$config BUDGET_S=${BUDGET_S:-3300} BATCH=${BATCH:-32} \
+      light_stage "${NAME:-rowconv10}" \
       "${LR:-1e-4}" data/corpus/train.jsonl "data/asterisk/train.jsonl*${HER:-13}"
     ;;
   english3)

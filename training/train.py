@@ -116,6 +116,9 @@ class TrainConfig:
     phone_layer: int = 1  # the recurrent layer the phone head reads (-1: the row-conv output)
     phone_probe_steps: int = 200  # first steps the phone head's gradient stops at its layer
     phone_head_lr: float = 30.0  # the phone head's rate as a multiple of the network's
+    # the row convolution's rate as a multiple of the network's: taps that lengthening added
+    # start at zero (grow.py), and a fine-tuning rate leaves them near it (rowconv.md)
+    row_conv_lr: float = 1.0
     # > 0: each utterance heard twice under independent feature augmentation, each view's
     # frames pulled towards the other's by a KL term of this weight (consistency.py)
     consistency_weight: float = 0.0
@@ -149,6 +152,8 @@ class TrainConfig:
             )
         if self.adversary_scale < 0:
             raise ValueError(f"adversary_scale must be >= 0, got {self.adversary_scale}")
+        if self.row_conv_lr <= 0:
+            raise ValueError(f"row_conv_lr must be > 0, got {self.row_conv_lr}")
         if self.phone_head_lr <= 0 or self.phone_probe_steps < 0:
             raise ValueError(
                 f"phone_head_lr must be > 0 and phone_probe_steps >= 0, got "
@@ -372,10 +377,16 @@ class Trainer:
         """Every parameter the optimiser steps, the model's and its training-only heads', in
         groups, each with the multiple of the schedule's rate it steps at: a fine-tuning run's
         phone head starts from nothing at a rate chosen for weights that are already trained,
-        so it gets its own group (phone_head_lr)."""
+        so it gets its own group (phone_head_lr), and so may the row convolution, whose new
+        taps start at zero after lengthening (row_conv_lr; one group unless asked, so that
+        earlier checkpoints resume)."""
         heads = [h for h in (self.projection, self.adversary) if h is not None]
-        network = [*self.model.parameters(), *(p for h in heads for p in h.parameters())]
+        row = list(self.model.row_conv.parameters()) if self.cfg.row_conv_lr != 1.0 else []
+        own = [p for p in self.model.parameters() if all(p is not r for r in row)]
+        network = [*own, *(p for h in heads for p in h.parameters())]
         groups: list[dict[str, Any]] = [{"params": network, "rate_scale": 1.0}]
+        if row:
+            groups.append({"params": row, "rate_scale": self.cfg.row_conv_lr})
         if self.phones is not None:
             groups.append(
                 {"params": list(self.phones.parameters()), "rate_scale": self.cfg.phone_head_lr}

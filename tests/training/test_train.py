@@ -633,6 +633,45 @@ def test_fine_tuning_can_lengthen_the_look_ahead(tmp_path: Path) -> None:
     assert out.row_conv.weight[:, 0, MODEL.row_conv_tau + 1 :].abs().max() > 0
 
 
+def test_the_row_convolution_can_step_faster_than_the_network(tmp_path: Path) -> None:
+    """Lengthened taps start at zero; with row_conv_lr they grow at that multiple of the
+    rate the rest of the network steps at, and a run stopped midway resumes."""
+    utts = make_corpus(tmp_path, 6)
+    cfg = train_config(epochs=100, max_steps=2, augment=False, checkpoint_every=100)
+    base = Trainer(MODEL, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "base")
+    base.fit()
+    bundle = export(base, tmp_path / "bundle", "train.jsonl")
+    longer = dataclasses.replace(MODEL, row_conv_tau=MODEL.row_conv_tau + 4)
+    new = slice(MODEL.row_conv_tau + 1, None)
+    grown = {}
+    for scale in (1.0, 10.0):
+        tune_cfg = train_config(
+            init_from=str(bundle),
+            calibration_utterances=6,
+            augment=False,
+            max_steps=2,
+            checkpoint_every=1,
+            row_conv_lr=scale,
+        )
+        out = tmp_path / f"tuned{scale}"
+        tuned = Trainer(longer, tune_cfg, BatchConfig(batch_size=3), utts, [], out)
+        tuned.init_from_bundle(bundle)
+        tuned.fit()
+        grown[scale] = float(tuned.model.row_conv.weight[:, 0, new].abs().mean())
+        resumed = Trainer(
+            longer,
+            dataclasses.replace(tune_cfg, max_steps=3),
+            BatchConfig(batch_size=3),
+            utts,
+            [],
+            out,
+        )
+        assert resumed.resume()
+    assert grown[10.0] > 4 * grown[1.0] > 0
+    with pytest.raises(ValueError, match="row_conv_lr"):
+        train_config(row_conv_lr=0.0)
+
+
 def test_fine_tuning_can_switch_on_the_lifter(tmp_path: Path) -> None:
     """A bundle trained on raw spectra fine-tunes with liftered features: the run measures
     the new features' normalisation, exports them in its bundle, and a change of feature
