@@ -37,6 +37,18 @@ def inputs(bins: int) -> tuple[torch.Tensor, torch.Tensor]:
     return x, torch.tensor([37, 20, 9])
 
 
+def assert_same_function(before: DS2, after: DS2, train: bool) -> None:
+    """The grown network's outputs and lengths equal the original's, in the given mode."""
+    x, lengths = inputs(before.config.features.n_bins)
+    before.train(train)
+    after.train(train)
+    with torch.no_grad():
+        want, n_want = before(x, lengths)
+        got, n_got = after(x, lengths)
+    assert torch.equal(n_got, n_want)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+
+
 @pytest.mark.parametrize("name", ["2d-gru", "1d-rnn"])
 @pytest.mark.parametrize("train", [False, True])
 def test_a_widened_network_computes_the_same_function(name: str, train: bool) -> None:
@@ -46,14 +58,7 @@ def test_a_widened_network_computes_the_same_function(name: str, train: bool) ->
         small.config, rnn_hidden=small.config.rnn_hidden * 2 + 3
     )
     assert big.num_parameters() > small.num_parameters()
-    x, lengths = inputs(small.config.features.n_bins)
-    small.train(train)
-    big.train(train)
-    with torch.no_grad():
-        want, n_want = small(x, lengths)
-        got, n_got = big(x, lengths)
-    assert torch.equal(n_got, n_want)
-    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    assert_same_function(small, big, train)
 
 
 def test_the_new_units_learn() -> None:
@@ -97,15 +102,9 @@ def test_a_lengthened_network_computes_the_same_function_and_its_new_taps_learn(
     old = short.config.row_conv_tau
     long = lengthen(short, old + 5)
     assert long.config == dataclasses.replace(short.config, row_conv_tau=old + 5)
-    x, lengths = inputs(short.config.features.n_bins)
     for train in (False, True):
-        short.train(train)
-        long.train(train)
-        with torch.no_grad():
-            want, n_want = short(x, lengths)
-            got, n_got = long(x, lengths)
-        assert torch.equal(n_got, n_want)
-        torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+        assert_same_function(short, long, train)
+    x, lengths = inputs(short.config.features.n_bins)
     log_probs, n = long(x, lengths)
     targets = torch.tensor([[3, 4, 5], [6, 7, 8], [9, 10, 11]])
     F.ctc_loss(log_probs.transpose(0, 1), targets, n, torch.full((3,), 3)).backward()

@@ -24,6 +24,8 @@ from torch.multiprocessing.spawn import spawn
 import harken_cli
 from evaluation.tune_warp import write_warp
 from models.bundle import BundleError, load_bundle, save_bundle
+from models.config import ModelConfig
+from models.ds2 import DS2
 from models.manifest import Utterance, read_manifest, write_manifest
 from models.metrics import error_rates
 from tests.models.conftest import TINY_CONFIGS
@@ -527,12 +529,28 @@ def assert_starts_as_bundle(tuned: Trainer, bundle: Path) -> None:
     torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
 
 
-def test_fine_tuning_starts_from_the_bundle(tmp_path: Path) -> None:
-    utts = make_corpus(tmp_path, 6)
-    cfg = train_config(epochs=100, max_steps=4, augment=False, checkpoint_every=100)
+def trained_bundle(tmp_path: Path, utts: list[Utterance], steps: int) -> Path:
+    """MODEL trained a few steps from scratch and exported: the bundle a fine-tuning test starts from."""
+    cfg = train_config(epochs=100, max_steps=steps, augment=False, checkpoint_every=100)
     base = Trainer(MODEL, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "base")
     base.fit()
-    bundle = export(base, tmp_path / "bundle", "train.jsonl")
+    return export(base, tmp_path / "bundle", "train.jsonl")
+
+
+def fine_tuned(tmp_path: Path, model: ModelConfig, bundle: Path, utts: list[Utterance]) -> DS2:
+    """A run of another shape from the bundle: it starts as the bundle's function, trains, and
+    returns the bundle it exports."""
+    tune_cfg = train_config(init_from=str(bundle), calibration_utterances=6, augment=False)
+    tuned = Trainer(model, tune_cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "tuned")
+    tuned.init_from_bundle(bundle)
+    assert_starts_as_bundle(tuned, bundle)
+    tuned.fit()
+    return load_bundle(export(tuned, tmp_path / "tuned_bundle", "train.jsonl"))
+
+
+def test_fine_tuning_starts_from_the_bundle(tmp_path: Path) -> None:
+    utts = make_corpus(tmp_path, 6)
+    bundle = trained_bundle(tmp_path, utts, steps=4)
     write_warp(bundle, (0.8, 1.0), 50)  # inference-only settings never block a fine-tune
     tuned = Trainer(
         MODEL,
@@ -564,7 +582,14 @@ def test_fine_tuning_starts_from_the_bundle(tmp_path: Path) -> None:
         (narrower, "rnn_hidden"),
         (shorter, "row_conv_tau"),
     ):
-        wrong = Trainer(other, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "wrong")
+        wrong = Trainer(
+            other,
+            train_config(augment=False),
+            BatchConfig(batch_size=3),
+            utts,
+            [],
+            tmp_path / "wrong",
+        )
         with pytest.raises(BundleError, match=field):
             wrong.init_from_bundle(bundle)
 
@@ -577,10 +602,7 @@ def test_an_augmented_fine_tune_starts_from_the_bundle_on_the_batches_it_trains_
     steps compute what the bundle computes; unfolded with clean audio's, they did not, and
     150 steps at a rate of 1e-12 cost gpu4 6.6 points of dev CER."""
     utts = make_corpus(tmp_path, 6)
-    cfg = train_config(epochs=100, max_steps=20, augment=False, checkpoint_every=100)
-    base = Trainer(MODEL, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "base")
-    base.fit()
-    bundle = export(base, tmp_path / "bundle", "train.jsonl")
+    bundle = trained_bundle(tmp_path, utts, steps=20)
     tune_cfg = train_config(init_from=str(bundle), calibration_utterances=6)
     tuned = Trainer(MODEL, tune_cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "tuned")
     tuned.init_from_bundle(bundle)
@@ -598,17 +620,9 @@ def test_fine_tuning_can_widen_the_bundle(tmp_path: Path) -> None:
     """A run with more recurrent units starts from a narrower bundle as the same function,
     trains, and exports a bundle of its own width."""
     utts = make_corpus(tmp_path, 6)
-    cfg = train_config(epochs=100, max_steps=3, augment=False, checkpoint_every=100)
-    base = Trainer(MODEL, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "base")
-    base.fit()
-    bundle = export(base, tmp_path / "bundle", "train.jsonl")
+    bundle = trained_bundle(tmp_path, utts, steps=3)
     wide = dataclasses.replace(MODEL, rnn_hidden=MODEL.rnn_hidden * 2)
-    tune_cfg = train_config(init_from=str(bundle), calibration_utterances=6, augment=False)
-    tuned = Trainer(wide, tune_cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "tuned")
-    tuned.init_from_bundle(bundle)
-    assert_starts_as_bundle(tuned, bundle)
-    tuned.fit()
-    out = load_bundle(export(tuned, tmp_path / "tuned_bundle", "train.jsonl"))
+    out = fine_tuned(tmp_path, wide, bundle, utts)
     assert out.config.rnn_hidden == MODEL.rnn_hidden * 2
     assert out.provenance["fine_tuned_from"] == str(bundle)
 
@@ -617,18 +631,10 @@ def test_fine_tuning_can_lengthen_the_look_ahead(tmp_path: Path) -> None:
     """A run whose row convolution sees further ahead starts from the bundle as the same
     function, learns taps on the new future frames, and exports its own look-ahead."""
     utts = make_corpus(tmp_path, 6)
-    cfg = train_config(epochs=100, max_steps=3, augment=False, checkpoint_every=100)
-    base = Trainer(MODEL, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "base")
-    base.fit()
-    bundle = export(base, tmp_path / "bundle", "train.jsonl")
+    bundle = trained_bundle(tmp_path, utts, steps=3)
     tau = MODEL.row_conv_tau + 4
     longer = dataclasses.replace(MODEL, row_conv_tau=tau)
-    tune_cfg = train_config(init_from=str(bundle), calibration_utterances=6, augment=False)
-    tuned = Trainer(longer, tune_cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "tuned")
-    tuned.init_from_bundle(bundle)
-    assert_starts_as_bundle(tuned, bundle)
-    tuned.fit()
-    out = load_bundle(export(tuned, tmp_path / "tuned_bundle", "train.jsonl"))
+    out = fine_tuned(tmp_path, longer, bundle, utts)
     assert out.config.row_conv_tau == tau
     assert out.row_conv.weight[:, 0, MODEL.row_conv_tau + 1 :].abs().max() > 0
 
@@ -637,10 +643,7 @@ def test_the_row_convolution_can_step_faster_than_the_network(tmp_path: Path) ->
     """Lengthened taps start at zero; with row_conv_lr they grow at that multiple of the
     rate the rest of the network steps at, and a run stopped midway resumes."""
     utts = make_corpus(tmp_path, 6)
-    cfg = train_config(epochs=100, max_steps=2, augment=False, checkpoint_every=100)
-    base = Trainer(MODEL, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "base")
-    base.fit()
-    bundle = export(base, tmp_path / "bundle", "train.jsonl")
+    bundle = trained_bundle(tmp_path, utts, steps=2)
     longer = dataclasses.replace(MODEL, row_conv_tau=MODEL.row_conv_tau + 4)
     new = slice(MODEL.row_conv_tau + 1, None)
     grown = {}
@@ -677,10 +680,7 @@ def test_fine_tuning_can_switch_on_the_lifter(tmp_path: Path) -> None:
     the new features' normalisation, exports them in its bundle, and a change of feature
     size is refused with the reason."""
     utts = make_corpus(tmp_path, 6)
-    cfg = train_config(epochs=100, max_steps=2, augment=False, checkpoint_every=100)
-    base = Trainer(MODEL, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "base")
-    base.fit()
-    bundle = export(base, tmp_path / "bundle", "train.jsonl")
+    bundle = trained_bundle(tmp_path, utts, steps=2)
     lifted = dataclasses.replace(
         MODEL, features=dataclasses.replace(MODEL.features, cepstral_lifter=48)
     )
@@ -695,7 +695,9 @@ def test_fine_tuning_can_switch_on_the_lifter(tmp_path: Path) -> None:
     assert out.config.features.cepstral_lifter == 48
 
     wider = dataclasses.replace(MODEL, features=dataclasses.replace(MODEL.features, window_ms=25.0))
-    wrong = Trainer(wider, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "wrong")
+    wrong = Trainer(
+        wider, train_config(augment=False), BatchConfig(batch_size=3), utts, [], tmp_path / "wrong"
+    )
     with pytest.raises(BundleError, match="feature bins"):
         wrong.init_from_bundle(bundle)
 
