@@ -382,7 +382,8 @@ class Trainer:
         earlier checkpoints resume)."""
         heads = [h for h in (self.projection, self.adversary) if h is not None]
         row = list(self.model.row_conv.parameters()) if self.cfg.row_conv_lr != 1.0 else []
-        own = [p for p in self.model.parameters() if all(p is not r for r in row)]
+        apart = {id(r) for r in row}
+        own = [p for p in self.model.parameters() if id(p) not in apart]
         network = [*own, *(p for h in heads for p in h.parameters())]
         groups: list[dict[str, Any]] = [{"params": network, "rate_scale": 1.0}]
         if row:

@@ -9,6 +9,9 @@
 # models/default to runs/OUT, evaluates data/corpus, data/asterisk and (once built) data/prose
 # dev with the beam, and writes paired comparisons against
 # models/results/default_eval_{dev,real_dev,prose_dev}.json to runs/OUT_cmp_{corpus,asterisk,prose}.md.
+# ALONE=1 reads the first network alone (`--ensemble false`, the search settings the bundle
+# keeps for it) and writes no comparisons (the shipped files are the pair's); THREADS (2) the
+# evaluation's threads.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 out=$1 first=$2 wide=$3 share=$4
@@ -42,9 +45,10 @@ PY
 sets=(corpus asterisk)
 [ -f data/prose/dev.jsonl ] && sets+=(prose)  # `make_default.sh prose` (models/results/prose.md)
 for s in "${sets[@]}"; do
-  .venv/bin/harken eval --bundle "$d" --manifest data/$s/dev.jsonl --beam --threads 2 \
-    --out "runs/${out}_$s.json" >/dev/null
+  .venv/bin/harken eval --bundle "$d" --manifest data/$s/dev.jsonl --beam --threads "${THREADS:-2}" \
+    ${ALONE:+--ensemble false} --out "runs/${out}_$s.json" >/dev/null
 done
+[ -n "${ALONE:-}" ] && exit 0
 .venv/bin/harken compare models/results/default_eval_dev.json "runs/${out}_corpus.json" \
   --out "runs/${out}_cmp_corpus.md"
 .venv/bin/harken compare models/results/default_eval_real_dev.json "runs/${out}_asterisk.json" \
