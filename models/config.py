@@ -88,6 +88,10 @@ class ModelConfig:
     rnn_layers: int = 3  # unidirectional recurrent layers
     rnn_hidden: int = 512  # width of each recurrent layer
     row_conv_tau: int = 10  # future output steps the row convolution sees (DS2 §3.7)
+    # The top N recurrent layers add their input to their output scaled per unit by a learnt
+    # gain (ReZero): at gain zero such a layer passes its input through, so a trained network
+    # can grow deeper as the same function (training/grow.py `deepen`; DS2 §3.5: depth pays).
+    rnn_residual_layers: int = 0
     clip: float = 20.0  # clipped ReLU ceiling: min(max(x, 0), clip)
     # Speaker adaptation at inference (models/warp.py; training ignores it): each stream is
     # run on these frequency-warp factors of its input, merged by warp_merge; () is off.
@@ -105,6 +109,11 @@ class ModelConfig:
         _check(self.conv_time_kernel % 2 == 1, "conv_time_kernel must be odd (centred context)")
         _check(self.time_stride >= 1 and self.rnn_layers >= 1, "time_stride and rnn_layers >= 1")
         _check(self.row_conv_tau >= 0, "row_conv_tau must be >= 0")
+        _check(
+            0 <= self.rnn_residual_layers < self.rnn_layers,
+            "rnn_residual_layers must be 0 to rnn_layers - 1 (the first layer's input is the "
+            "convolutions', of another width)",
+        )
         _check(min(self.rnn_hidden, self.conv_channels) >= 1, "rnn_hidden and conv_channels >= 1")
         _check(
             self.conv_time_kernel >= 2 * self.time_stride - 1,

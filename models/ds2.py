@@ -194,11 +194,14 @@ class RecurrentLayer(nn.Module):
     """A unidirectional GRU or simple RNN whose input projection W x is batch-normalised
     (DS2 §3.2). The projection is one matmul over all steps; only U h runs step by step.
     GRU: r, z = sigmoid(Wx + Uh + b); n = tanh(Wx_n + r * (U_n h + b_n)); h = (1 - z) n + z h.
+    A residual layer outputs x + gain * h (`residual`): its state is still h alone.
     """
 
-    def __init__(self, cfg: ModelConfig, in_dim: int, folded: bool) -> None:
+    def __init__(self, cfg: ModelConfig, in_dim: int, folded: bool, residual: bool = False) -> None:
         super().__init__()
         self.gru, self.hidden, self.clip = cfg.rnn_type == "gru", cfg.rnn_hidden, cfg.clip
+        # ReZero's per-unit gain on a residual layer's own output; zero: the input passes
+        self.gain = nn.Parameter(torch.zeros(cfg.rnn_hidden)) if residual else None
         gates = 3 if self.gru else 1
         self.input_proj = nn.Linear(in_dim, gates * cfg.rnn_hidden, bias=folded)
         self.bn: nn.Module = nn.Identity() if folded else SequenceBatchNorm(gates * cfg.rnn_hidden)
@@ -229,8 +232,14 @@ class RecurrentLayer(nn.Module):
         """Whole sequences: x [B, T, D] -> outputs [B, T, H] from h [B, H]; `scan(project(x))`,
         through one fused kernel that does the projection too where it can."""
         if not (self.gru and self._fusable(h) and x.shape[1] > 0):
-            return self.scan(self.project(x, mask), h, None)[0]
-        return self._gru_kernel(x, h, *self._input_weights(x, mask))[0]
+            return self._residual(x, self.scan(self.project(x, mask), h, None)[0])
+        return self._residual(x, self._gru_kernel(x, h, *self._input_weights(x, mask))[0])
+
+    def _residual(self, x: Tensor, out: Tensor) -> Tensor:
+        """What the layer hands on: its outputs, or a residual layer's input plus them scaled."""
+        if self.gain is None:
+            return out
+        return x.to(out.dtype) + self.gain.to(out.dtype) * out
 
     def run(self, x: Tensor, h: Tensor, update: Tensor) -> tuple[Tensor, Tensor]:
         """Inference over a chunk: x [B, T, D] from h [B, H], where each row of `update`
@@ -244,7 +253,8 @@ class RecurrentLayer(nn.Module):
         if self.training:
             raise RuntimeError("RecurrentLayer.run is for inference: call eval() first")
         if not (self.gru and self._fusable(h) and x.shape[1] > 0):
-            return self.scan(self.project(x, None), h, update)
+            out, h_last = self.scan(self.project(x, None), h, update)
+            return self._residual(x, out), h_last
         B, T = update.shape
         count = update.sum(dim=1)
         start = torch.where(count > 0, update.to(torch.int8).argmax(dim=1), 0)
@@ -252,8 +262,10 @@ class RecurrentLayer(nn.Module):
         shifted, runs = torch.stack(
             [(start > 0).any(), ((last - start + 1 == count) | (count == 0)).all()]
         ).tolist()
-        if not runs:
-            return self.scan(self.project(x, None), h, update)  # not one run per row
+        if not runs:  # not one run per row
+            out, h_last = self.scan(self.project(x, None), h, update)
+            return self._residual(x, out), h_last
+        given = x
         steps = torch.arange(T, device=x.device)[None, :]
         if shifted:  # every row's first real position to position 0: the kernel starts at h
             ahead = (steps + start[:, None]).clamp_max(T - 1)
@@ -264,7 +276,7 @@ class RecurrentLayer(nn.Module):
         if shifted:
             back = (steps - start[:, None]).clamp_min(0)
             out = out.gather(1, back[:, :, None].expand(-1, -1, out.shape[2]))
-        return out, h_last
+        return self._residual(given, out), h_last
 
     def _input_weights(self, x: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
         """The fused kernel's input weights and bias: BN(W x) folded into W where the layer
@@ -367,8 +379,9 @@ class DS2(nn.Module):
             self.convs.append(layer)
         rnn_in = in_ch * bins
         self.rnns = nn.ModuleList()
-        for _ in range(config.rnn_layers):
-            self.rnns.append(RecurrentLayer(config, rnn_in, folded))
+        for i in range(config.rnn_layers):
+            residual = i >= config.rnn_layers - config.rnn_residual_layers
+            self.rnns.append(RecurrentLayer(config, rnn_in, folded, residual))
             rnn_in = config.rnn_hidden
         self.row_conv = RowConv(config.rnn_hidden, config.row_conv_tau)
         self.output = nn.Linear(config.rnn_hidden, config.vocab_size)

@@ -104,6 +104,9 @@
 #   bash scripts/make_default.sh rowconv  # the same recipe, the row convolution seeing 13 frames
 #                                         # ahead, not 7, stepping at 10x the rate (runs/rowconv10;
 #                                         # NAME=rowconv10_control TAU=7 the control)
+#   bash scripts/make_default.sh deep     # rowconv's control deepened to 4 GRU layers, the new top
+#                                         # one residual at gain zero (runs/deep; RES_LR=10
+#                                         # NAME=deep10: that layer at 10x the rate)
 #   bash scripts/make_default.sh prose    # prose dev/test: the Brown corpus's held-out fifth in
 #                                         # the held-out voices (data/prose)
 #   bash scripts/make_default.sh text8    # its other 400 samples as training text (data/corpus9)
@@ -167,7 +170,8 @@ cpu_stage() {
     ${ADVERSARY:+--adversary-scale "$ADVERSARY" --adversary-layer "${ADVERSARY_LAYER:--1}"} \
     ${PHONE_LEXICON:+--phone-lexicon "$PHONE_LEXICON" --phone-weight "${PHONE_W:-0.5}" \
       --phone-layer "${PHONE_LAYER:-1}"} \
-    ${CONSISTENCY:+--consistency-weight "$CONSISTENCY"} ${ROW_LR:+--row-conv-lr "$ROW_LR"}
+    ${CONSISTENCY:+--consistency-weight "$CONSISTENCY"} ${ROW_LR:+--row-conv-lr "$ROW_LR"} \
+    ${RES_LR:+--residual-lr "$RES_LR"}
 }
 
 # a light-preset CPU stage from models/default, frozen once into runs/NAME_init so that a
@@ -696,6 +700,16 @@ case "${1:-}" in
     [ "$tau" = 7 ] && config=scripts/net_mel_3x512.json || config=scripts/net_mel_3x512_tau$tau.json
     ROW_LR=${ROW_LR-10} CONFIG=$config BUDGET_S=${BUDGET_S:-3300} BATCH=${BATCH:-32} \
       light_stage "${NAME:-rowconv10}" \
+      "${LR:-1e-4}" data/corpus/train.jsonl "data/asterisk/train.jsonl*${HER:-13}"
+    ;;
+  deep)
+    # rowconv's control (its 1,500 steps read as runs/c10) with the first network 4 GRU layers
+    # deep, not 3: the new top layer is residual, its gain starting at zero (training/grow.py
+    # `deepen`: the same function), so training decides what the depth adds (DS2 §3.5).
+    # RES_LR: that layer's rate as a multiple of the stage's (1; `NAME=deep10 RES_LR=10` beside
+    # it at THREADS=1 each, models/results/deep.md). Frozen start runs/NAME_init; resumes
+    RES_LR=${RES_LR-1} ROW_LR=${ROW_LR-10} CONFIG=scripts/net_mel_4x512_res1.json \
+      BUDGET_S=${BUDGET_S:-3300} BATCH=${BATCH:-32} light_stage "${NAME:-deep}" \
       "${LR:-1e-4}" data/corpus/train.jsonl "data/asterisk/train.jsonl*${HER:-13}"
     ;;
   english3)

@@ -87,3 +87,26 @@ def lengthen(short: DS2, tau: int) -> DS2:
     state["row_conv.weight"] = w.clone()
     long.load_state_dict(state)
     return long
+
+
+@torch.no_grad()
+def deepen(shallow: DS2, layers: int, seed: int = 0) -> DS2:
+    """A copy of `shallow` with `layers` recurrent layers, the new ones residual on top of the
+    old (before the row convolution), with a fresh layer's random weights and gain zero: the
+    row convolution reads exactly the old top layer's outputs until training moves the gains.
+    Folded or trainable, as `shallow` is."""
+    old = shallow.config.rnn_layers
+    if layers <= old:
+        raise ValueError(f"rnn_layers can grow, not shrink or stay ({old} -> {layers})")
+    config = dataclasses.replace(
+        shallow.config,
+        rnn_layers=layers,
+        rnn_residual_layers=shallow.config.rnn_residual_layers + layers - old,
+    )
+    with torch.random.fork_rng(devices=[]):  # data-parallel replicas deepen identically
+        torch.manual_seed(seed)
+        deep = DS2(config, folded=shallow.folded).to(next(shallow.parameters()).device)
+    state = deep.state_dict()
+    state.update(shallow.state_dict())  # every old tensor keeps its name; new layers are extra
+    deep.load_state_dict(state)
+    return deep

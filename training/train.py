@@ -54,7 +54,7 @@ from training.batching import STRATEGIES, BatchConfig, BatchSampler, padding_rat
 from training.consistency import consistency_losses
 from training.data import Batch, DataConfig, SpeechDataset, collate, load_audio, worker_init
 from training.distill import distill_losses
-from training.grow import lengthen, widen
+from training.grow import deepen, lengthen, widen
 from training.heads import WithHeads, check_layer, layer_name
 from training.pause import PauseClock
 from training.phones import PhoneHead, phone_losses, phone_targets, read_lexicon
@@ -119,6 +119,9 @@ class TrainConfig:
     # the row convolution's rate as a multiple of the network's: taps that lengthening added
     # start at zero (grow.py), and a fine-tuning rate leaves them near it (rowconv.md)
     row_conv_lr: float = 1.0
+    # the residual recurrent layers' rate as a multiple of the network's: layers that deepening
+    # added start at gain zero with fresh weights, where a fine-tuning rate is slow (grow.py)
+    residual_lr: float = 1.0
     # > 0: each utterance heard twice under independent feature augmentation, each view's
     # frames pulled towards the other's by a KL term of this weight (consistency.py)
     consistency_weight: float = 0.0
@@ -152,8 +155,11 @@ class TrainConfig:
             )
         if self.adversary_scale < 0:
             raise ValueError(f"adversary_scale must be >= 0, got {self.adversary_scale}")
-        if self.row_conv_lr <= 0:
-            raise ValueError(f"row_conv_lr must be > 0, got {self.row_conv_lr}")
+        if min(self.row_conv_lr, self.residual_lr) <= 0:
+            raise ValueError(
+                f"row_conv_lr and residual_lr must be > 0, got {self.row_conv_lr} and "
+                f"{self.residual_lr}"
+            )
         if self.phone_head_lr <= 0 or self.phone_probe_steps < 0:
             raise ValueError(
                 f"phone_head_lr must be > 0 and phone_probe_steps >= 0, got "
@@ -378,16 +384,25 @@ class Trainer:
         groups, each with the multiple of the schedule's rate it steps at: a fine-tuning run's
         phone head starts from nothing at a rate chosen for weights that are already trained,
         so it gets its own group (phone_head_lr), and so may the row convolution, whose new
-        taps start at zero after lengthening (row_conv_lr; one group unless asked, so that
+        taps start at zero after lengthening (row_conv_lr), and the residual layers, which
+        deepening adds at gain zero (residual_lr); each its own group only when asked, so that
         earlier checkpoints resume)."""
         heads = [h for h in (self.projection, self.adversary) if h is not None]
         row = list(self.model.row_conv.parameters()) if self.cfg.row_conv_lr != 1.0 else []
-        apart = {id(r) for r in row}
+        residual = [
+            p
+            for layer in self.model.rnn_stack
+            if layer.gain is not None and self.cfg.residual_lr != 1.0
+            for p in layer.parameters()
+        ]
+        apart = {id(p) for p in (*row, *residual)}
         own = [p for p in self.model.parameters() if id(p) not in apart]
         network = [*own, *(p for h in heads for p in h.parameters())]
         groups: list[dict[str, Any]] = [{"params": network, "rate_scale": 1.0}]
         if row:
             groups.append({"params": row, "rate_scale": self.cfg.row_conv_lr})
+        if residual:
+            groups.append({"params": residual, "rate_scale": self.cfg.residual_lr})
         if self.phones is not None:
             groups.append(
                 {"params": list(self.phones.parameters()), "rate_scale": self.cfg.phone_head_lr}
@@ -510,8 +525,14 @@ class Trainer:
         grows = mine.rnn_hidden > theirs.rnn_hidden  # a wider copy (training/grow.py)
         hidden = max(mine.rnn_hidden, theirs.rnn_hidden)
         tau = max(mine.row_conv_tau, theirs.row_conv_tau)  # a longer look-ahead (the same)
+        deeper = max(mine.rnn_layers - theirs.rnn_layers, 0)  # residual layers on top (the same)
         grown = dataclasses.replace(
-            theirs, features=mine.features, rnn_hidden=hidden, row_conv_tau=tau
+            theirs,
+            features=mine.features,
+            rnn_hidden=hidden,
+            row_conv_tau=tau,
+            rnn_layers=theirs.rnn_layers + deeper,
+            rnn_residual_layers=theirs.rnn_residual_layers + deeper,
         )
         if dataclasses.replace(grown, **inference) != mine:
             m, t = mine.to_dict(), theirs.to_dict()
@@ -535,6 +556,10 @@ class Trainer:
             if self.dist.main:
                 print(f"lengthening {path}: row_conv_tau {theirs.row_conv_tau} -> {tau}")
             model = lengthen(model, tau)
+        if deeper:
+            if self.dist.main:
+                print(f"deepening {path}: rnn_layers {theirs.rnn_layers} -> {mine.rnn_layers}")
+            model = deepen(model, mine.rnn_layers)
         self.model.load_state_dict(model.state_dict())
 
     # -- training ----------------------------------------------------------------------------

@@ -20,6 +20,9 @@ def randomize(model: DS2, seed: int = 0) -> DS2:
                 mod.weight.copy_(torch.randn(mod.weight.shape, generator=g) * 0.3 + 1)
                 mod.bias.copy_(torch.randn(mod.bias.shape, generator=g) * 0.1)
         model.row_conv.weight.copy_(torch.randn(model.row_conv.weight.shape, generator=g) * 0.5)
+        for layer in model.rnn_stack:  # residual layers: a trained gain, not the pass-through
+            if layer.gain is not None:
+                layer.gain.copy_(torch.randn(layer.gain.shape, generator=g) * 0.5)
         model.feat_mean.copy_(torch.randn(model.feat_mean.shape, generator=g))
         model.feat_std.copy_(torch.rand(model.feat_std.shape, generator=g) + 0.5)
     return model.eval()
@@ -63,6 +66,7 @@ TINY_CONFIGS = {
         conv_time_kernel=5,
         time_stride=3,
         rnn_layers=2,
+        rnn_residual_layers=1,  # the top layer adds its input back (a deepened network's)
         rnn_hidden=12,
         row_conv_tau=2,
     ),

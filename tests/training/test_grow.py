@@ -1,4 +1,5 @@
-"""Widening a trained network: the wider copy starts as the same function and then learns."""
+"""Growing a trained network wider, deeper or further-sighted: the grown copy starts as the
+same function and then learns."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch.nn.functional as F
 from models.bundle import fold_batchnorm
 from models.ds2 import DS2, SequenceBatchNorm
 from tests.models.conftest import TINY_CONFIGS
-from training.grow import lengthen, widen
+from training.grow import deepen, lengthen, widen
 
 
 def trained_like(name: str) -> DS2:
@@ -112,3 +113,47 @@ def test_a_lengthened_network_computes_the_same_function_and_its_new_taps_learn(
     assert grad is not None and grad[:, 0, old + 1 :].abs().max() > 0
     with pytest.raises(ValueError, match="grow, not shrink"):
         lengthen(short, old - 1)
+
+
+@pytest.mark.parametrize("name", ["2d-gru", "1d-rnn"])
+def test_a_deepened_network_computes_the_same_function(name: str) -> None:
+    shallow = trained_like(name)
+    layers = shallow.config.rnn_layers + 2
+    deep = deepen(shallow, layers)
+    assert deep.config == dataclasses.replace(
+        shallow.config, rnn_layers=layers, rnn_residual_layers=2
+    )
+    assert deep.num_parameters() > shallow.num_parameters()
+    for train in (False, True):
+        assert_same_function(shallow, deep, train)
+    folded = fold_batchnorm(shallow.eval())
+    assert_same_function(folded, deepen(folded, layers), train=False)
+    with pytest.raises(ValueError, match="grow, not shrink"):
+        deepen(shallow, shallow.config.rnn_layers)
+
+
+def test_the_new_layers_learn() -> None:
+    """Training moves a new layer's gain off zero first and then its weights: the depth is
+    not dead, and once the gain has moved the network computes something new."""
+    shallow = trained_like("2d-gru")
+    deep = deepen(shallow, shallow.config.rnn_layers + 1).train()
+    x, lengths = inputs(shallow.config.features.n_bins)
+    targets = torch.tensor([[3, 4, 5], [6, 7, 8], [9, 10, 11]])
+    opt = torch.optim.SGD(deep.parameters(), lr=0.5)
+    new = deep.rnn_stack[-1]
+    before = {k: v.clone() for k, v in new.state_dict().items()}
+    for _ in range(2):
+        log_probs, n = deep(x, lengths)
+        loss = F.ctc_loss(log_probs.transpose(0, 1), targets, n, torch.full((3,), 3))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    after = new.state_dict()
+    assert new.gain is not None and new.gain.abs().max() > 0
+    for name in ("input_proj.weight", "recurrent.weight"):
+        assert (after[name] - before[name]).abs().max() > 0
+    deep.eval()
+    shallow.eval()
+    with torch.no_grad():
+        assert not torch.allclose(deep(x, lengths)[0], shallow(x, lengths)[0], atol=1e-4)
+

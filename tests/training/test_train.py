@@ -675,6 +675,47 @@ def test_the_row_convolution_can_step_faster_than_the_network(tmp_path: Path) ->
         train_config(row_conv_lr=0.0)
 
 
+def test_fine_tuning_can_deepen_the_network(tmp_path: Path) -> None:
+    """A run with more recurrent layers starts from the bundle as the same function (the new
+    layers are residual at gain zero), its new layers learn at residual_lr's multiple of the
+    rate, its bundle serves the deeper shape, and a run stopped midway resumes."""
+    utts = make_corpus(tmp_path, 6)
+    bundle = trained_bundle(tmp_path, utts, steps=2)
+    deeper = dataclasses.replace(MODEL, rnn_layers=MODEL.rnn_layers + 1, rnn_residual_layers=1)
+    gains = {}
+    for scale in (1.0, 10.0):
+        tune_cfg = train_config(
+            init_from=str(bundle),
+            calibration_utterances=6,
+            augment=False,
+            max_steps=2,
+            checkpoint_every=1,
+            residual_lr=scale,
+        )
+        out = tmp_path / f"deep{scale}"
+        tuned = Trainer(deeper, tune_cfg, BatchConfig(batch_size=3), utts, [], out)
+        tuned.init_from_bundle(bundle)
+        assert_starts_as_bundle(tuned, bundle)
+        tuned.fit()
+        gain = tuned.model.rnn_stack[-1].gain
+        assert gain is not None
+        gains[scale] = float(gain.abs().mean())
+        resumed = Trainer(
+            deeper,
+            dataclasses.replace(tune_cfg, max_steps=3),
+            BatchConfig(batch_size=3),
+            utts,
+            [],
+            out,
+        )
+        assert resumed.resume()
+    assert gains[10.0] > 4 * gains[1.0] > 0
+    served = load_bundle(export(tuned, tmp_path / "deep_bundle", "train.jsonl"))
+    assert served.config == deeper
+    with pytest.raises(ValueError, match="residual_lr"):
+        train_config(residual_lr=0.0)
+
+
 def test_fine_tuning_can_switch_on_the_lifter(tmp_path: Path) -> None:
     """A bundle trained on raw spectra fine-tunes with liftered features: the run measures
     the new features' normalisation, exports them in its bundle, and a change of feature
