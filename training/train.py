@@ -534,6 +534,12 @@ class Trainer:
             rnn_layers=theirs.rnn_layers + deeper,
             rnn_residual_layers=theirs.rnn_residual_layers + deeper,
         )
+        if deeper and mine.rnn_residual_layers != grown.rnn_residual_layers:
+            raise BundleError(
+                f"{path} has {theirs.rnn_layers} recurrent layers ({theirs.rnn_residual_layers} "
+                f"residual); deepening to {mine.rnn_layers} needs the new ones residual: "
+                f"--rnn-residual-layers {grown.rnn_residual_layers}"
+            )
         if dataclasses.replace(grown, **inference) != mine:
             m, t = mine.to_dict(), theirs.to_dict()
             skip = ("features", *INFERENCE_ONLY)

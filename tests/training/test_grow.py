@@ -156,4 +156,3 @@ def test_the_new_layers_learn() -> None:
     shallow.eval()
     with torch.no_grad():
         assert not torch.allclose(deep(x, lengths)[0], shallow(x, lengths)[0], atol=1e-4)
-

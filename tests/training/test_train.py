@@ -712,6 +712,10 @@ def test_fine_tuning_can_deepen_the_network(tmp_path: Path) -> None:
     assert gains[10.0] > 4 * gains[1.0] > 0
     served = load_bundle(export(tuned, tmp_path / "deep_bundle", "train.jsonl"))
     assert served.config == deeper
+    plain = dataclasses.replace(MODEL, rnn_layers=MODEL.rnn_layers + 1)
+    refused = Trainer(plain, train_config(), BatchConfig(batch_size=3), utts, [], tmp_path / "no")
+    with pytest.raises(BundleError, match="--rnn-residual-layers 1"):
+        refused.init_from_bundle(bundle)
     with pytest.raises(ValueError, match="residual_lr"):
         train_config(residual_lr=0.0)
 
