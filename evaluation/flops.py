@@ -16,8 +16,8 @@ stores the model), so it costs nothing of its own. Per output position (a stream
   input frame), each conv layer's clipped ReLU and padding mask, per GRU unit the fused
   cell's two gate adds and sigmoids, the reset product, the candidate's add and tanh, the
   interpolation as a subtract, multiply and add, and the padding mask (11; 4 for a simple
-  RNN, which steps position by position: add, clip, the pre-roll `where`, mask), and the
-  log-softmax (one per output symbol). FlopCounterMode ignores all of these; torch's
+  RNN, which steps position by position: add, clip, the pre-roll `where`, mask), a
+  residual layer's gain product and add (2 per unit), and the log-softmax (one per output symbol). FlopCounterMode ignores all of these; torch's
   own tally of its pointwise ops (`counted_flops`) also sees the streaming bookkeeping on
   [B, T] masks and counters, which the estimate leaves out: ELEMENTWISE_ALLOWANCE bounds the
   gap. For the default model the elementwise ops are ~0.2% of the FLOPs: the floor is the
@@ -63,6 +63,7 @@ def elementwise_flops(config: ModelConfig) -> int:
             total += 2 * config.conv_channels
     per_unit = 11 if config.rnn_type == "gru" else 4
     total += per_unit * config.rnn_hidden * config.rnn_layers
+    total += 2 * config.rnn_hidden * config.rnn_residual_layers  # x + gain * GRU(x)
     return total + config.vocab_size  # log-softmax
 
 

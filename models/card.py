@@ -278,7 +278,9 @@ def card(
         ),
         f"- {cfg.conv_layers} x {cfg.conv_type.upper()} convolution, {cfg.conv_channels} channels, "
         f"time kernel {cfg.conv_time_kernel}, stride {cfg.time_stride} in time",
-        f"- {cfg.rnn_layers} x unidirectional {cfg.rnn_type.upper()} of {cfg.rnn_hidden} units, "
+        f"- {cfg.rnn_layers} x unidirectional {cfg.rnn_type.upper()} of {cfg.rnn_hidden} units"
+        + (f" (the top {cfg.rnn_residual_layers} residual)" if cfg.rnn_residual_layers else "")
+        + ", "
         f"sequence-wise BatchNorm (folded), row convolution tau = {cfg.row_conv_tau} "
         f"({cfg.row_conv_tau * cfg.frame_seconds * 1000:.0f} ms look-ahead)",
         f"- {meta.get('parameters', 0):,} parameters; output every "

@@ -106,7 +106,8 @@
 #                                         # NAME=rowconv10_control TAU=7 the control)
 #   bash scripts/make_default.sh deep     # rowconv's control deepened to 4 GRU layers, the new top
 #                                         # one residual at gain zero (runs/deep; RES_LR=10
-#                                         # NAME=deep10: that layer at 10x the rate)
+#                                         # NAME=deep10: that layer at 10x the rate; RES_GAIN=0.1
+#                                         # NAME=deepg: its gain starting at 0.1)
 #   bash scripts/make_default.sh prose    # prose dev/test: the Brown corpus's held-out fifth in
 #                                         # the held-out voices (data/prose)
 #   bash scripts/make_default.sh text8    # its other 400 samples as training text (data/corpus9)
@@ -171,7 +172,7 @@ cpu_stage() {
     ${PHONE_LEXICON:+--phone-lexicon "$PHONE_LEXICON" --phone-weight "${PHONE_W:-0.5}" \
       --phone-layer "${PHONE_LAYER:-1}"} \
     ${CONSISTENCY:+--consistency-weight "$CONSISTENCY"} ${ROW_LR:+--row-conv-lr "$ROW_LR"} \
-    ${RES_LR:+--residual-lr "$RES_LR"}
+    ${RES_LR:+--residual-lr "$RES_LR"} ${RES_GAIN:+--residual-gain "$RES_GAIN"}
 }
 
 # a light-preset CPU stage from models/default, frozen once into runs/NAME_init so that a
@@ -707,8 +708,11 @@ case "${1:-}" in
     # deep, not 3: the new top layer is residual, its gain starting at zero (training/grow.py
     # `deepen`: the same function), so training decides what the depth adds (DS2 §3.5).
     # RES_LR: that layer's rate as a multiple of the stage's (1; `NAME=deep10 RES_LR=10` beside
-    # it at THREADS=1 each, models/results/deep.md). Frozen start runs/NAME_init; resumes
-    RES_LR=${RES_LR-1} ROW_LR=${ROW_LR-10} CONFIG=scripts/net_mel_4x512_res1.json \
+    # it at THREADS=1 each, models/results/deep.md). At gain zero only the gain learns at
+    # first, and 1,180 steps moved it to a hundredth: RES_GAIN starts it elsewhere (`NAME=deepg
+    # RES_GAIN=0.1 RES_LR=10` beside `NAME=deepg_control CONFIG=scripts/net_mel_3x512.json`).
+    # Frozen start runs/NAME_init; resumes
+    RES_LR=${RES_LR-1} ROW_LR=${ROW_LR-10} CONFIG=${CONFIG:-scripts/net_mel_4x512_res1.json} \
       BUDGET_S=${BUDGET_S:-3300} BATCH=${BATCH:-32} light_stage "${NAME:-deep}" \
       "${LR:-1e-4}" data/corpus/train.jsonl "data/asterisk/train.jsonl*${HER:-13}"
     ;;

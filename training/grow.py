@@ -90,11 +90,12 @@ def lengthen(short: DS2, tau: int) -> DS2:
 
 
 @torch.no_grad()
-def deepen(shallow: DS2, layers: int, seed: int = 0) -> DS2:
+def deepen(shallow: DS2, layers: int, seed: int = 0, gain: float = 0.0) -> DS2:
     """A copy of `shallow` with `layers` recurrent layers, the new ones residual on top of the
-    old (before the row convolution), with a fresh layer's random weights and gain zero: the
-    row convolution reads exactly the old top layer's outputs until training moves the gains.
-    Folded or trainable, as `shallow` is."""
+    old (before the row convolution), with a fresh layer's random weights and every unit's
+    gain `gain`. At zero the row convolution reads exactly the old top layer's outputs until
+    training moves the gains; a small gain changes the function a little but lets the new
+    weights learn from the first step. Folded or trainable, as `shallow` is."""
     old = shallow.config.rnn_layers
     if layers <= old:
         raise ValueError(f"rnn_layers can grow, not shrink or stay ({old} -> {layers})")
@@ -109,4 +110,8 @@ def deepen(shallow: DS2, layers: int, seed: int = 0) -> DS2:
     state = deep.state_dict()
     state.update(shallow.state_dict())  # every old tensor keeps its name; new layers are extra
     deep.load_state_dict(state)
+    with torch.no_grad():
+        for layer in deep.rnn_stack[old:]:
+            assert layer.gain is not None  # the new layers are residual
+            layer.gain.fill_(gain)
     return deep

@@ -122,6 +122,9 @@ class TrainConfig:
     # the residual recurrent layers' rate as a multiple of the network's: layers that deepening
     # added start at gain zero with fresh weights, where a fine-tuning rate is slow (grow.py)
     residual_lr: float = 1.0
+    # the gain deepening's new residual layers start at: 0 keeps the trained function exactly,
+    # but there only the gain has a gradient, against a fresh layer's random outputs (deep.md)
+    residual_gain: float = 0.0
     # > 0: each utterance heard twice under independent feature augmentation, each view's
     # frames pulled towards the other's by a KL term of this weight (consistency.py)
     consistency_weight: float = 0.0
@@ -536,7 +539,7 @@ class Trainer:
         )
         if deeper and mine.rnn_residual_layers != grown.rnn_residual_layers:
             raise BundleError(
-                f"{path} has {theirs.rnn_layers} recurrent layers ({theirs.rnn_residual_layers} "
+                f"{path} has rnn_layers={theirs.rnn_layers} ({theirs.rnn_residual_layers} "
                 f"residual); deepening to {mine.rnn_layers} needs the new ones residual: "
                 f"--rnn-residual-layers {grown.rnn_residual_layers}"
             )
@@ -565,7 +568,7 @@ class Trainer:
         if deeper:
             if self.dist.main:
                 print(f"deepening {path}: rnn_layers {theirs.rnn_layers} -> {mine.rnn_layers}")
-            model = deepen(model, mine.rnn_layers)
+            model = deepen(model, mine.rnn_layers, gain=self.cfg.residual_gain)
         self.model.load_state_dict(model.state_dict())
 
     # -- training ----------------------------------------------------------------------------

@@ -156,3 +156,27 @@ def test_the_new_layers_learn() -> None:
     shallow.eval()
     with torch.no_grad():
         assert not torch.allclose(deep(x, lengths)[0], shallow(x, lengths)[0], atol=1e-4)
+
+
+def test_a_starting_gain_gives_the_new_weights_a_gradient_from_the_first_step() -> None:
+    """At gain zero only the gain itself learns at first (its layer's weights see no gradient);
+    a small starting gain costs a small change of function and lets the new weights learn
+    at once."""
+    shallow = trained_like("2d-gru")
+    x, lengths = inputs(shallow.config.features.n_bins)
+    targets = torch.tensor([[3, 4, 5], [6, 7, 8], [9, 10, 11]])
+    grads = {}
+    for gain in (0.0, 0.1):
+        deep = deepen(shallow, shallow.config.rnn_layers + 1, gain=gain).train()
+        new = deep.rnn_stack[-1]
+        assert new.gain is not None and torch.equal(new.gain, torch.full_like(new.gain, gain))
+        log_probs, n = deep(x, lengths)
+        F.ctc_loss(log_probs.transpose(0, 1), targets, n, torch.full((3,), 3)).backward()
+        weight = new.state_dict(keep_vars=True)["recurrent.weight"]
+        assert weight.grad is not None
+        grads[gain] = float(weight.grad.abs().max())
+    assert grads[0.0] == 0.0 and grads[0.1] > 0.0
+    moved = deepen(shallow, shallow.config.rnn_layers + 1, gain=0.1).eval()
+    shallow.eval()
+    with torch.no_grad():
+        assert not torch.allclose(moved(x, lengths)[0], shallow(x, lengths)[0], atol=1e-4)

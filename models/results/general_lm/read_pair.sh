@@ -26,8 +26,9 @@ done
 rm -rf "$d" && cp -r models/default "$d"
 [ "$first" != - ] && cp "$first/model.safetensors" "$d/"
 [ "$wide" != - ] && cp "$wide/model.safetensors" "$d/wide/"
-# the share, and each replaced network's row-convolution look-ahead (its taps' count is part of
-# its weights; the rest of the shipped config stays: warps, merge, search)
+# the share, and each replaced network's shape (row-convolution look-ahead, recurrent layers and
+# how many are residual: each is part of its weights; the rest of the shipped config stays:
+# warps, merge, search)
 .venv/bin/python - "$d" "$share" "$first" "$wide" <<'PY'
 import json, sys
 d, share, first, wide = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
@@ -36,8 +37,9 @@ def edit(path, source, share=None):
     if share is not None:
         config["ensemble"]["members"][0]["weight"] = share
     if source != "-":
-        tau = json.load(open(f"{source}/config.json"))["model"]["row_conv_tau"]
-        config["model"]["row_conv_tau"] = tau
+        model = json.load(open(f"{source}/config.json"))["model"]
+        for key in ("row_conv_tau", "rnn_layers", "rnn_residual_layers"):
+            config["model"][key] = model.get(key, 0)
     open(path, "w").write(json.dumps(config, indent=1) + "\n")
 edit(f"{d}/config.json", first, share)
 edit(f"{d}/wide/config.json", wide)
