@@ -1,0 +1,53 @@
+"""How much a bundle's top residual layer adds to what it hands on: ||gain * GRU(x)|| / ||x||
+over every tenth utterance of a manifest (deep.md). With GAIN, the bundle is first deepened by
+one such layer starting at that gain (the stage's start).
+
+    .venv/bin/python models/results/deep/contribution.py BUNDLE MANIFEST [GAIN]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import soundfile as sf
+import torch
+
+from models.bundle import load_bundle
+from models.features import featurize
+from training.grow import deepen
+
+
+def main(bundle: str, manifest: str, gain: float | None = None) -> None:
+    model = load_bundle(bundle)
+    if gain is not None:
+        model = deepen(model, model.config.rnn_layers + 1, gain=gain).eval()
+    top = model.rnn_stack[-1]
+    assert top.gain is not None, f"{bundle}: the top recurrent layer is not residual"
+    added, inputs = 0.0, 0.0
+    hand_on = top._residual
+
+    def measured(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        nonlocal added, inputs
+        y = hand_on(x, out)
+        added += float((y - x.to(y.dtype)).norm() ** 2)
+        inputs += float(x.norm() ** 2)
+        return y
+
+    top._residual = measured  # type: ignore[method-assign]
+    rows = [json.loads(line) for line in Path(manifest).read_text().splitlines()][::10]
+    with torch.no_grad():
+        for row in rows:
+            audio, _ = sf.read(str(Path(manifest).parent / row["audio"]), dtype="float32")
+            feats = torch.from_numpy(featurize(audio, model.config.features))[None]
+            model(feats, torch.tensor([feats.shape[1]]))
+        g = top.gain.abs()
+    print(
+        f"{bundle}: {len(rows)} utterances, mean |gain| {float(g.mean()):.4f} "
+        f"(max {float(g.max()):.4f}), ||gain * GRU(x)|| / ||x|| {(added / inputs) ** 0.5:.4f}"
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], float(sys.argv[3]) if len(sys.argv) > 3 else None)
