@@ -38,6 +38,21 @@ def inputs(bins: int) -> tuple[torch.Tensor, torch.Tensor]:
     return x, torch.tensor([37, 20, 9])
 
 
+def ctc_loss(model: DS2) -> torch.Tensor:
+    """CTC loss of three fixed three-letter targets on `inputs`."""
+    log_probs, n = model(*inputs(model.config.features.n_bins))
+    targets = torch.tensor([[3, 4, 5], [6, 7, 8], [9, 10, 11]])
+    return F.ctc_loss(log_probs.transpose(0, 1), targets, n, torch.full((3,), 3))
+
+
+def sgd_steps(model: DS2, lr: float, steps: int = 2) -> None:
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        opt.zero_grad()
+        ctc_loss(model).backward()
+        opt.step()
+
+
 def assert_same_function(before: DS2, after: DS2, train: bool) -> None:
     """The grown network's outputs and lengths equal the original's, in the given mode."""
     x, lengths = inputs(before.config.features.n_bins)
@@ -67,16 +82,8 @@ def test_the_new_units_learn() -> None:
     small = trained_like("2d-gru")
     big = widen(small, 24).train()
     old = small.config.rnn_hidden
-    x, lengths = inputs(small.config.features.n_bins)
-    targets = torch.tensor([[3, 4, 5], [6, 7, 8], [9, 10, 11]])
-    opt = torch.optim.SGD(big.parameters(), lr=0.1)
     before = {k: v.clone() for k, v in big.state_dict().items()}
-    for _ in range(2):
-        log_probs, n = big(x, lengths)
-        loss = F.ctc_loss(log_probs.transpose(0, 1), targets, n, torch.full((3,), 3))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    sgd_steps(big, lr=0.1)
     after = big.state_dict()
     # weights out of the new units started at zero and moved
     assert (after["output.weight"][:, old:] - before["output.weight"][:, old:]).abs().max() > 0
@@ -105,10 +112,7 @@ def test_a_lengthened_network_computes_the_same_function_and_its_new_taps_learn(
     assert long.config == dataclasses.replace(short.config, row_conv_tau=old + 5)
     for train in (False, True):
         assert_same_function(short, long, train)
-    x, lengths = inputs(short.config.features.n_bins)
-    log_probs, n = long(x, lengths)
-    targets = torch.tensor([[3, 4, 5], [6, 7, 8], [9, 10, 11]])
-    F.ctc_loss(log_probs.transpose(0, 1), targets, n, torch.full((3,), 3)).backward()
+    ctc_loss(long).backward()
     grad = long.row_conv.weight.grad
     assert grad is not None and grad[:, 0, old + 1 :].abs().max() > 0
     with pytest.raises(ValueError, match="grow, not shrink"):
@@ -138,16 +142,9 @@ def test_the_new_layers_learn() -> None:
     shallow = trained_like("2d-gru")
     deep = deepen(shallow, shallow.config.rnn_layers + 1).train()
     x, lengths = inputs(shallow.config.features.n_bins)
-    targets = torch.tensor([[3, 4, 5], [6, 7, 8], [9, 10, 11]])
-    opt = torch.optim.SGD(deep.parameters(), lr=0.5)
     new = deep.rnn_stack[-1]
     before = {k: v.clone() for k, v in new.state_dict().items()}
-    for _ in range(2):
-        log_probs, n = deep(x, lengths)
-        loss = F.ctc_loss(log_probs.transpose(0, 1), targets, n, torch.full((3,), 3))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    sgd_steps(deep, lr=0.5)
     after = new.state_dict()
     assert new.gain is not None and new.gain.abs().max() > 0
     for name in ("input_proj.weight", "recurrent.weight"):
@@ -164,14 +161,12 @@ def test_a_starting_gain_gives_the_new_weights_a_gradient_from_the_first_step() 
     at once."""
     shallow = trained_like("2d-gru")
     x, lengths = inputs(shallow.config.features.n_bins)
-    targets = torch.tensor([[3, 4, 5], [6, 7, 8], [9, 10, 11]])
     grads = {}
     for gain in (0.0, 0.1):
         deep = deepen(shallow, shallow.config.rnn_layers + 1, gain=gain).train()
         new = deep.rnn_stack[-1]
         assert new.gain is not None and torch.equal(new.gain, torch.full_like(new.gain, gain))
-        log_probs, n = deep(x, lengths)
-        F.ctc_loss(log_probs.transpose(0, 1), targets, n, torch.full((3,), 3)).backward()
+        ctc_loss(deep).backward()
         weight = new.state_dict(keep_vars=True)["recurrent.weight"]
         assert weight.grad is not None
         grads[gain] = float(weight.grad.abs().max())

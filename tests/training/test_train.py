@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -639,6 +640,35 @@ def test_fine_tuning_can_lengthen_the_look_ahead(tmp_path: Path) -> None:
     assert out.row_conv.weight[:, 0, MODEL.row_conv_tau + 1 :].abs().max() > 0
 
 
+def tune_and_resume(
+    model: ModelConfig,
+    bundle: Path,
+    utts: list[Utterance],
+    out: Path,
+    starts: Callable[[Trainer, Path], None] | None = None,
+    **overrides: Any,
+) -> Trainer:
+    """Fine-tune `model` from `bundle` for two steps with the given TrainConfig `overrides`
+    (`starts` checks the run before its first step), and check that a run stopped there
+    resumes."""
+    cfg = train_config(
+        init_from=str(bundle),
+        calibration_utterances=6,
+        augment=False,
+        max_steps=2,
+        checkpoint_every=1,
+        **overrides,
+    )
+    tuned = Trainer(model, cfg, BatchConfig(batch_size=3), utts, [], out)
+    tuned.init_from_bundle(bundle)
+    if starts is not None:
+        starts(tuned, bundle)
+    tuned.fit()
+    longer = dataclasses.replace(cfg, max_steps=3)
+    assert Trainer(model, longer, BatchConfig(batch_size=3), utts, [], out).resume()
+    return tuned
+
+
 def test_the_row_convolution_can_step_faster_than_the_network(tmp_path: Path) -> None:
     """Lengthened taps start at zero; with row_conv_lr they grow at that multiple of the
     rate the rest of the network steps at, and a run stopped midway resumes."""
@@ -648,28 +678,8 @@ def test_the_row_convolution_can_step_faster_than_the_network(tmp_path: Path) ->
     new = slice(MODEL.row_conv_tau + 1, None)
     grown = {}
     for scale in (1.0, 10.0):
-        tune_cfg = train_config(
-            init_from=str(bundle),
-            calibration_utterances=6,
-            augment=False,
-            max_steps=2,
-            checkpoint_every=1,
-            row_conv_lr=scale,
-        )
-        out = tmp_path / f"tuned{scale}"
-        tuned = Trainer(longer, tune_cfg, BatchConfig(batch_size=3), utts, [], out)
-        tuned.init_from_bundle(bundle)
-        tuned.fit()
-        grown[scale] = float(tuned.model.row_conv.weight[:, 0, new].abs().mean())
-        resumed = Trainer(
-            longer,
-            dataclasses.replace(tune_cfg, max_steps=3),
-            BatchConfig(batch_size=3),
-            utts,
-            [],
-            out,
-        )
-        assert resumed.resume()
+        tuned = tune_and_resume(longer, bundle, utts, tmp_path / f"tuned{scale}", row_conv_lr=scale)
+        grown[scale] = float(tuned.model.row_conv.weight[:, 0, new].abs().mean().detach())
     assert grown[10.0] > 4 * grown[1.0] > 0
     with pytest.raises(ValueError, match="row_conv_lr"):
         train_config(row_conv_lr=0.0)
@@ -684,32 +694,26 @@ def test_fine_tuning_can_deepen_the_network(tmp_path: Path) -> None:
     deeper = dataclasses.replace(MODEL, rnn_layers=MODEL.rnn_layers + 1, rnn_residual_layers=1)
     gains = {}
     for scale in (1.0, 10.0):
-        tune_cfg = train_config(
-            init_from=str(bundle),
-            calibration_utterances=6,
-            augment=False,
-            max_steps=2,
-            checkpoint_every=1,
-            residual_lr=scale,
-        )
         out = tmp_path / f"deep{scale}"
-        tuned = Trainer(deeper, tune_cfg, BatchConfig(batch_size=3), utts, [], out)
-        tuned.init_from_bundle(bundle)
-        assert_starts_as_bundle(tuned, bundle)
-        tuned.fit()
+        tuned = tune_and_resume(
+            deeper, bundle, utts, out, residual_lr=scale, starts=assert_starts_as_bundle
+        )
         gain = tuned.model.rnn_stack[-1].gain
         assert gain is not None
         gains[scale] = float(gain.abs().mean())
-        resumed = Trainer(
-            deeper,
-            dataclasses.replace(tune_cfg, max_steps=3),
-            BatchConfig(batch_size=3),
-            utts,
-            [],
-            out,
-        )
-        assert resumed.resume()
     assert gains[10.0] > 4 * gains[1.0] > 0
+    # --residual-gain: the new layer starts there, so its weights learn from the first step
+    started = Trainer(
+        deeper,
+        train_config(residual_gain=0.1),
+        BatchConfig(batch_size=3),
+        utts,
+        [],
+        tmp_path / "gain",
+    )
+    started.init_from_bundle(bundle)
+    gain = started.model.rnn_stack[-1].gain
+    assert gain is not None and torch.allclose(gain, torch.full_like(gain, 0.1))
     served = load_bundle(export(tuned, tmp_path / "deep_bundle", "train.jsonl"))
     assert served.config == deeper
     plain = dataclasses.replace(MODEL, rnn_layers=MODEL.rnn_layers + 1)
