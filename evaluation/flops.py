@@ -17,11 +17,11 @@ stores the model), so it costs nothing of its own. Per output position (a stream
   cell's two gate adds and sigmoids, the reset product, the candidate's add and tanh, the
   interpolation as a subtract, multiply and add, and the padding mask (11; 4 for a simple
   RNN, which steps position by position: add, clip, the pre-roll `where`, mask), a
-  residual layer's gain product and add (2 per unit), and the log-softmax (one per output symbol). FlopCounterMode ignores all of these; torch's
-  own tally of its pointwise ops (`counted_flops`) also sees the streaming bookkeeping on
-  [B, T] masks and counters, which the estimate leaves out: ELEMENTWISE_ALLOWANCE bounds the
-  gap. For the default model the elementwise ops are ~0.2% of the FLOPs: the floor is the
-  matrix products.
+  residual layer's gain product and add (2 per unit), and the log-softmax (one per output
+  symbol). FlopCounterMode ignores all of these; torch's own tally of its pointwise ops
+  (`counted_flops`) also sees the streaming bookkeeping on [B, T] masks and counters, which
+  the estimate leaves out: ELEMENTWISE_ALLOWANCE bounds the gap. For the default model the
+  elementwise ops are ~0.2% of the FLOPs: the floor is the matrix products.
 """
 
 from __future__ import annotations

@@ -110,8 +110,7 @@ def deepen(shallow: DS2, layers: int, seed: int = 0, gain: float = 0.0) -> DS2:
     state = deep.state_dict()
     state.update(shallow.state_dict())  # every old tensor keeps its name; new layers are extra
     deep.load_state_dict(state)
-    with torch.no_grad():
-        for layer in deep.rnn_stack[old:]:
-            assert layer.gain is not None  # the new layers are residual
-            layer.gain.fill_(gain)
+    for layer in deep.rnn_stack[old:]:
+        assert layer.gain is not None  # the new layers are residual
+        layer.gain.fill_(gain)
     return deep

@@ -120,7 +120,8 @@ class TrainConfig:
     # start at zero (grow.py), and a fine-tuning rate leaves them near it (rowconv.md)
     row_conv_lr: float = 1.0
     # the residual recurrent layers' rate as a multiple of the network's: layers that deepening
-    # added start at gain zero with fresh weights, where a fine-tuning rate is slow (grow.py)
+    # added start with fresh weights at a small gain (residual_gain), where a fine-tuning rate
+    # is slow (grow.py)
     residual_lr: float = 1.0
     # the gain deepening's new residual layers start at: 0 keeps the trained function exactly,
     # but there only the gain has a gradient, against a fresh layer's random outputs (deep.md)
