@@ -367,6 +367,9 @@ class DS2(nn.Module):
         super().__init__()
         self.config, self.folded = config, folded
         self.provenance: dict[str, object] = {}  # filled by load_bundle from config.json
+        # training's regulariser, not part of the bundle: the share of each recurrent layer's
+        # and the row convolution's inputs zeroed in train mode (training/dropout.py)
+        self.dropout = 0.0
         n_bins = config.features.n_bins
         self.register_buffer("feat_mean", torch.zeros(n_bins))
         self.register_buffer("feat_std", torch.ones(n_bins))
@@ -453,11 +456,14 @@ class DS2(nn.Module):
         mask = time_mask(n, h.shape[1])
         layers = []
         for rnn in self.rnn_stack:
-            h = rnn(h, mask, feats.new_zeros(B, rnn.hidden))
+            h = rnn(self._drop(h), mask, feats.new_zeros(B, rnn.hidden))
             h = h * mask[:, :, None].to(h.dtype)
             layers.append(h)
-        layers.append(self.row_conv.compute(F.pad(h, (0, 0, 0, self.row_conv.tau))))
+        layers.append(self.row_conv.compute(F.pad(self._drop(h), (0, 0, 0, self.row_conv.tau))))
         return layers, n
+
+    def _drop(self, h: Tensor) -> Tensor:
+        return F.dropout(h, self.dropout, self.training) if self.dropout > 0 else h
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

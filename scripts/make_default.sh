@@ -172,7 +172,8 @@ cpu_stage() {
     ${PHONE_LEXICON:+--phone-lexicon "$PHONE_LEXICON" --phone-weight "${PHONE_W:-0.5}" \
       --phone-layer "${PHONE_LAYER:-1}"} \
     ${CONSISTENCY:+--consistency-weight "$CONSISTENCY"} ${ROW_LR:+--row-conv-lr "$ROW_LR"} \
-    ${RES_LR:+--residual-lr "$RES_LR"} ${RES_GAIN:+--residual-gain "$RES_GAIN"}
+    ${RES_LR:+--residual-lr "$RES_LR"} ${RES_GAIN:+--residual-gain "$RES_GAIN"} \
+    ${DROPOUT:+--dropout "$DROPOUT"}
 }
 
 # a light-preset CPU stage from models/default, frozen once into runs/NAME_init so that a
@@ -715,6 +716,16 @@ case "${1:-}" in
     RES_LR=${RES_LR-1} ROW_LR=${ROW_LR-10} CONFIG=${CONFIG:-scripts/net_mel_4x512_res1.json} \
       BUDGET_S=${BUDGET_S:-3300} BATCH=${BATCH:-32} light_stage "${NAME:-deep}" \
       "${LR:-1e-4}" data/corpus/train.jsonl "data/asterisk/train.jsonl*${HER:-13}"
+    ;;
+  dropout)
+    # deepg's control recipe (data/corpus, her prompts x13, the row convolution at 10x, 3,300 s)
+    # with DROPOUT of each recurrent layer's and the row convolution's inputs (training/dropout.py):
+    # the network hears its training voices at half the CER of unheard ones. `NAME=drop_control
+    # DROPOUT=0` is its control, beside it at THREADS=1 each (models/results/dropout.md).
+    # Frozen start runs/NAME_init; resumes
+    DROPOUT=${DROPOUT-0.1} ROW_LR=${ROW_LR-10} BUDGET_S=${BUDGET_S:-3300} BATCH=${BATCH:-32} \
+      light_stage "${NAME:-dropout}" "${LR:-1e-4}" data/corpus/train.jsonl \
+      "data/asterisk/train.jsonl*${HER:-13}"
     ;;
   english3)
     # english's recipe and budget with the mixes (`kokoro-mix`) too, her prompts kept near a

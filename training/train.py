@@ -54,6 +54,7 @@ from training.batching import STRATEGIES, BatchConfig, BatchSampler, padding_rat
 from training.consistency import consistency_losses
 from training.data import Batch, DataConfig, SpeechDataset, collate, load_audio, worker_init
 from training.distill import distill_losses
+from training.dropout import recalibrated
 from training.grow import deepen, lengthen, widen
 from training.heads import WithHeads, check_layer, layer_name
 from training.pause import PauseClock
@@ -129,6 +130,9 @@ class TrainConfig:
     # > 0: each utterance heard twice under independent feature augmentation, each view's
     # frames pulled towards the other's by a KL term of this weight (consistency.py)
     consistency_weight: float = 0.0
+    # the share of each recurrent layer's and the row convolution's inputs zeroed per step;
+    # BatchNorm is re-measured without it before a model is scored or exported (dropout.py)
+    dropout: float = 0.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -169,6 +173,13 @@ class TrainConfig:
                 f"phone_head_lr must be > 0 and phone_probe_steps >= 0, got "
                 f"{self.phone_head_lr} and {self.phone_probe_steps}"
             )
+        if self.residual_gain and not self.init_from:
+            raise ValueError(
+                f"residual_gain {self.residual_gain:g} starts the layers that deepening a bundle "
+                "adds, and this run starts from scratch: give init_from, or leave it at 0"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1) (0: none), got {self.dropout}")
         if self.consistency_weight < 0:
             raise ValueError(f"consistency_weight must be >= 0, got {self.consistency_weight}")
         if self.consistency_weight > 0 and not self.augment:
@@ -315,6 +326,12 @@ class Trainer:
         self.train_set = SpeechDataset(train, data_cfg)
         self.dev = dev
         self.model = DS2(model_cfg).to(self.dist.device)
+        self.model.dropout = cfg.dropout
+        if cfg.residual_lr != 1.0 and not model_cfg.rnn_residual_layers:
+            raise ValueError(
+                f"residual_lr {cfg.residual_lr:g} steps the residual recurrent layers, and this "
+                "model has none: deepen it (rnn_layers, rnn_residual_layers) or leave it at 1"
+            )
         self.ddp: torch.nn.Module = self.model
         # distillation's projection into the teacher's space: trained, checkpointed, not exported
         self.projection: torch.nn.Linear | None = None
@@ -369,6 +386,8 @@ class Trainer:
         self.soft_loss = 0.0  # the last step's mean per-utterance KL to the soft teacher
         self.consistency_loss = 0.0  # the last step's mean per-row KL between the two views
         self.ema: DS2 | None = None  # the moving average of the weights, when cfg.ema_decay
+        self._calibration: list[torch.Tensor] = []  # dropout's BatchNorm re-measurement
+        self._scored: tuple[int, DS2] | None = None  # (step, scored_model) with dropout
         self.optimizer = self._optimizer()
         self.sampler = BatchSampler(
             self.train_set.durations(), batch_cfg, self.dist.rank, self.dist.world
@@ -570,6 +589,12 @@ class Trainer:
             if self.dist.main:
                 print(f"deepening {path}: rnn_layers {theirs.rnn_layers} -> {mine.rnn_layers}")
             model = deepen(model, mine.rnn_layers, gain=self.cfg.residual_gain)
+        elif self.cfg.residual_gain:
+            raise BundleError(
+                f"residual_gain {self.cfg.residual_gain:g} starts the layers that deepening "
+                f"adds, and {path} already has rnn_layers={theirs.rnn_layers}: raise "
+                "rnn_layers to deepen it, or leave residual_gain at 0"
+            )
         self.model.load_state_dict(model.state_dict())
 
     # -- training ----------------------------------------------------------------------------
@@ -694,9 +719,22 @@ class Trainer:
 
     @property
     def final_model(self) -> DS2:
-        """The model this run scores on dev and exports: the weights' moving average when
-        averaging is on, else the weights themselves."""
+        """The weights this run scores on dev and exports: their moving average when
+        averaging is on, else the weights themselves (`scored_model` is what is scored)."""
         return self.ema if self.ema is not None else self.model
+
+    def scored_model(self) -> DS2:
+        """`final_model` as dev scores it and the bundle keeps it: with dropout, a copy whose
+        BatchNorm statistics are re-measured without it (dropout.py), once per step."""
+        if self.cfg.dropout == 0:
+            return self.final_model
+        step = self.progress.step
+        if self._scored is None or self._scored[0] != step:
+            if not self._calibration:
+                limit = self.cfg.calibration_utterances
+                self._calibration = list(training_features(self.train_set, limit))
+            self._scored = (step, recalibrated(self.final_model, self._calibration))
+        return self._scored[1]
 
     def _global_batch(self, shard: int) -> int:
         """Utterances in this step over all ranks (the last batch may split unevenly)."""
@@ -871,7 +909,7 @@ class Trainer:
         if not self.dev or not self.dist.main:
             return {}
         dev = self.dev[: self.cfg.dev_limit] if self.cfg.dev_limit else self.dev
-        hyps = transcribe_greedy(self.final_model, dev, self.dist.device)
+        hyps = transcribe_greedy(self.scored_model(), dev, self.dist.device)
         return error_rates([u.text for u in dev], hyps)
 
     def _log(self, record: dict[str, Any]) -> None:
@@ -906,7 +944,7 @@ def transcribe_greedy(
 
 def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
     """Write the trained model as a bundle with its provenance."""
-    p = trainer.progress
+    p, model = trainer.progress, trainer.scored_model()
     last: dict[str, Any] = next((h for h in reversed(p.history) if "wer" in h), {})
     provenance: dict[str, Any] = {
         "train_manifest": train_manifest,
@@ -956,6 +994,12 @@ def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
             f"{Path(trainer.cfg.phone_lexicon).name} for {have} of {len(trainer.phones_of)} "
             "training utterances"
         )
+    if trainer.cfg.dropout > 0:
+        provenance["dropout"] = (
+            f"{trainer.cfg.dropout:g} of each recurrent layer's and the row convolution's "
+            f"inputs; BatchNorm re-measured without it on {len(trainer._calibration)} "
+            "training utterances"
+        )
     if trainer.cfg.init_from:  # what the fine-tuned bundle had behind it, by value
         provenance["fine_tuned_from"] = trainer.cfg.init_from
         stages = lineage(read_bundle_config(trainer.cfg.init_from).get("provenance", {}))
@@ -963,7 +1007,7 @@ def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
         hours = [s["train_time_hours"] for s in [*stages, provenance]]
         if all(isinstance(h, int | float) for h in hours):
             provenance["total_train_time_hours"] = round(sum(hours), 2)
-    return save_bundle(trainer.final_model, path, provenance=provenance)
+    return save_bundle(model, path, provenance=provenance)
 
 
 def _dev_cer_of(bundle: Path) -> float | None:
@@ -1140,10 +1184,14 @@ def main(args: argparse.Namespace) -> int:
             where = export(t, best, manifests)
             print(f"best dev CER so far ({t.progress.best_dev_cer:.3f}): bundle written to {where}")
 
-    trainer.fit(
-        on_epoch=lambda t: print(f"bundle written to {export(t, bundle, manifests)}"),
-        on_best=keep_best,
-    )
+    try:
+        trainer.fit(
+            on_epoch=lambda t: print(f"bundle written to {export(t, bundle, manifests)}"),
+            on_best=keep_best,
+        )
+    except BundleError as e:  # --init-from's bundle does not fit the run's flags
+        print(f"harken train: error: {e}", file=sys.stderr)
+        return 2
     if trainer.dist.world > 1:
         dist.barrier()  # every rank done with the group before any tears it down
         dist.destroy_process_group()

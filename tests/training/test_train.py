@@ -339,6 +339,33 @@ def test_averaging_exports_and_scores_the_moving_average(tmp_path: Path) -> None
     assert trainer.progress.history[-1]["cer"] == error_rates([u.text for u in dev], hyps)["cer"]
 
 
+def test_a_run_with_dropout_scores_and_exports_its_weights_measured_without_it(
+    tmp_path: Path,
+) -> None:
+    """Dropout leaves BatchNorm's running statistics measured on dropped inputs; the dev
+    score and the bundle use the weights with statistics measured without it."""
+    utts = make_corpus(tmp_path, 6)
+    dev = utts[:3]
+    cfg = train_config(
+        epochs=100,
+        max_steps=4,
+        augment=False,
+        dropout=0.3,
+        checkpoint_every=100,
+        calibration_utterances=6,
+    )
+    trainer = Trainer(MODEL, cfg, BatchConfig(batch_size=3), utts, dev, tmp_path / "run")
+    trainer.fit()
+    bundle = load_bundle(export(trainer, tmp_path / "bundle", "train.jsonl"))
+    assert str(bundle.provenance["dropout"]).startswith("0.3 of each recurrent layer's")
+    hyps = transcribe_greedy(bundle, dev, torch.device("cpu"))
+    assert trainer.progress.history[-1]["cer"] == error_rates([u.text for u in dev], hyps)["cer"]
+    stale = load_bundle(save_bundle(trainer.final_model, tmp_path / "stale"))
+    assert not torch.allclose(_outputs(bundle), _outputs(stale), atol=1e-4)
+    with pytest.raises(ValueError, match="dropout"):
+        train_config(dropout=1.0)
+
+
 def test_a_resumed_run_keeps_its_average(tmp_path: Path) -> None:
     utts = make_corpus(tmp_path, 6)
     batches = BatchConfig(strategy="random", batch_size=2)
@@ -700,12 +727,12 @@ def test_fine_tuning_can_deepen_the_network(tmp_path: Path) -> None:
         )
         gain = tuned.model.rnn_stack[-1].gain
         assert gain is not None
-        gains[scale] = float(gain.abs().mean())
+        gains[scale] = float(gain.detach().abs().mean())
     assert gains[10.0] > 4 * gains[1.0] > 0
     # --residual-gain: the new layer starts there, so its weights learn from the first step
     started = Trainer(
         deeper,
-        train_config(residual_gain=0.1),
+        train_config(init_from=str(bundle), residual_gain=0.1),
         BatchConfig(batch_size=3),
         utts,
         [],
@@ -722,6 +749,15 @@ def test_fine_tuning_can_deepen_the_network(tmp_path: Path) -> None:
         refused.init_from_bundle(bundle)
     with pytest.raises(ValueError, match="residual_lr"):
         train_config(residual_lr=0.0)
+    # the flags that only deepening reads are refused where they would be silently unused
+    with pytest.raises(ValueError, match="residual_gain .* from scratch"):
+        train_config(residual_gain=0.1)
+    with pytest.raises(ValueError, match="residual_lr 10 .* has none"):
+        Trainer(MODEL, train_config(residual_lr=10.0), BatchConfig(batch_size=3), utts, [], out)
+    level_cfg = train_config(init_from=str(bundle), residual_gain=0.1)
+    level = Trainer(MODEL, level_cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "level")
+    with pytest.raises(BundleError, match="residual_gain 0.1 .* rnn_layers=2"):
+        level.init_from_bundle(bundle)
 
 
 def test_fine_tuning_can_switch_on_the_lifter(tmp_path: Path) -> None:
