@@ -182,6 +182,7 @@ cpu_stage() {
 light_stage() {
   local name=$1 lr=$2
   shift 2
+  mkdir -p runs
   [ -d "runs/${name}_init" ] || cp -r models/default "runs/${name}_init"
   AUGMENT=${AUGMENT:-light} cpu_stage "runs/$name" "runs/${name}_init" "$lr" 5000 2 "$@"
 }
