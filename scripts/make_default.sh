@@ -108,6 +108,10 @@
 #                                         # one residual at gain zero (runs/deep; RES_LR=10
 #                                         # NAME=deep10: that layer at 10x the rate; RES_GAIN=0.1
 #                                         # NAME=deepg: its gain starting at 0.1)
+#   bash scripts/make_default.sh cg       # 30% of data/corpus's training utterances through a
+#                                         # clustergen-like vocoder (data/cg; needs pyworld)
+#   bash scripts/make_default.sh vocoder  # dropout's control recipe with data/cg beside
+#                                         # (runs/vocoder; NAME=voc_control CG=0 the control)
 #   bash scripts/make_default.sh prose    # prose dev/test: the Brown corpus's held-out fifth in
 #                                         # the held-out voices (data/prose)
 #   bash scripts/make_default.sh text8    # its other 400 samples as training text (data/corpus9)
@@ -726,6 +730,26 @@ case "${1:-}" in
     # Frozen start runs/NAME_init; resumes
     DROPOUT=${DROPOUT-0.1} ROW_LR=${ROW_LR-10} BUDGET_S=${BUDGET_S:-3300} BATCH=${BATCH:-32} \
       light_stage "${NAME:-dropout}" "${LR:-1e-4}" data/corpus/train.jsonl \
+      "data/asterisk/train.jsonl*${HER:-13}"
+    ;;
+  cg)
+    # a seeded 30% of data/corpus's training utterances re-voiced the way a statistical-parametric
+    # engine (flite's clustergen, HTS) voices them: WORLD's analysis, a 20-30 coefficient
+    # mel-cepstral envelope averaged over 3-7 frames, five bands of aperiodicity
+    # (models/results/vocoder.md). Needs pyworld (`.venv/bin/pip install pyworld
+    # 'setuptools<81'`), which is not a dependency; about 7 minutes on 2 cores; resumes
+    .venv/bin/python models/results/vocoder/revoice.py build data/corpus/train.jsonl data/cg \
+      "${SHARE:-0.3}" "$(nproc)"
+    ;;
+  vocoder)
+    # dropout's control recipe (data/corpus, her prompts x13, the row convolution at 10x, 3,300 s)
+    # with data/cg beside (`cg`): does hearing the training voices through a clustergen-like
+    # vocoder move flite's held-out voices? `NAME=voc_control CG=0` is its control, beside it at
+    # THREADS=1 each (models/results/vocoder.md). Frozen start runs/NAME_init; resumes
+    cg_data=()
+    [ "${CG:-1}" != 0 ] && cg_data=("data/cg/train.jsonl*${CG:-1}")
+    ROW_LR=${ROW_LR-10} BUDGET_S=${BUDGET_S:-3300} BATCH=${BATCH:-32} \
+      light_stage "${NAME:-vocoder}" "${LR:-1e-4}" data/corpus/train.jsonl "${cg_data[@]}" \
       "data/asterisk/train.jsonl*${HER:-13}"
     ;;
   english3)
