@@ -124,7 +124,7 @@ def _build_one(job: tuple[str, str, int, int]) -> float:
     y = revoice(wave, sr, order, smooth)
     sf.write(dst + ".part.wav", y, sr, subtype="PCM_16")
     Path(dst + ".part.wav").rename(dst)
-    return len(y) / sr
+    return float(len(y) / sr)
 
 
 def build(manifest: Path, out_dir: Path, share: float, workers: int) -> None:
