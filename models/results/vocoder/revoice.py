@@ -23,8 +23,8 @@ Usage:
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
-import json
 import multiprocessing
 import sys
 from pathlib import Path
@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import soundfile as sf
+
+from models.manifest import read_manifest, write_manifest
 
 F64 = npt.NDArray[np.float64]
 ORDER = 25  # clustergen's 16 kHz voices keep 24-25 mel-cepstral coefficients
@@ -94,25 +96,22 @@ def revoice(wave: F64, sr: int, order: int = ORDER, smooth: int = SMOOTH) -> F64
 
 
 def probe(manifest: Path, out_dir: Path, n: int, prefixes: tuple[str, ...]) -> None:
-    rows = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
-    if prefixes:
-        rows = [r for r in rows if str(r.get("voice", "")).startswith(prefixes)]
     per_voice: dict[str, int] = {}
     chosen = []
-    for r in rows:  # the first n of each voice, so every voice is read alike
-        v = str(r.get("voice", ""))
-        if per_voice.get(v, 0) < n:
+    for u in read_manifest(manifest):  # the first n of each voice, so every voice is read alike
+        v = u.voice or ""
+        if v.startswith(prefixes or ("",)) and per_voice.get(v, 0) < n:
             per_voice[v] = per_voice.get(v, 0) + 1
-            chosen.append(r)
-    with (out_dir / "manifest.jsonl").open("w") as f, (out_dir / "orig.jsonl").open("w") as g:
-        for i, r in enumerate(chosen):
-            src = (manifest.parent / r["audio"]).resolve()
-            wave, sr = sf.read(src, dtype="float64")
-            y = revoice(wave, sr)
-            dst = out_dir / f"{i:05d}.wav"
-            sf.write(dst, y, sr, subtype="PCM_16")
-            f.write(json.dumps({**r, "audio": dst.name, "duration": len(y) / sr}) + "\n")
-            g.write(json.dumps({**r, "audio": str(src)}) + "\n")
+            chosen.append(u)
+    revoiced = []
+    for i, u in enumerate(chosen):
+        wave, sr = sf.read(u.audio, dtype="float64")
+        y = revoice(wave, sr)
+        dst = out_dir / f"{i:05d}.wav"
+        sf.write(dst, y, sr, subtype="PCM_16")
+        revoiced.append(dataclasses.replace(u, audio=dst, duration=len(y) / sr))
+    write_manifest(out_dir / "manifest.jsonl", revoiced)
+    write_manifest(out_dir / "orig.jsonl", chosen)
     print(f"{len(chosen)} utterances re-voiced into {out_dir}")
 
 
@@ -128,27 +127,26 @@ def _build_one(job: tuple[str, str, int, int]) -> float:
 
 
 def build(manifest: Path, out_dir: Path, share: float, workers: int) -> None:
-    rows = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
+    utts = read_manifest(manifest)
     rng = np.random.default_rng(0)
-    keep = rng.random(len(rows)) < share
-    orders = rng.integers(20, 31, len(rows))
-    smooths = rng.integers(3, 8, len(rows))
+    keep = rng.random(len(utts)) < share
+    orders = rng.integers(20, 31, len(utts))
+    smooths = rng.integers(3, 8, len(utts))
     (out_dir / "wav").mkdir(parents=True, exist_ok=True)
     jobs, chosen = [], []
-    for i, r in enumerate(rows):
+    for i, u in enumerate(utts):
         if keep[i]:
             dst = out_dir / "wav" / f"{i:06d}.wav"
-            src = (manifest.parent / r["audio"]).resolve()
-            jobs.append((str(src), str(dst), int(orders[i]), int(smooths[i])))
-            chosen.append((r, dst))
+            jobs.append((str(u.audio), str(dst), int(orders[i]), int(smooths[i])))
+            chosen.append((u, dst))
     with multiprocessing.Pool(workers) as pool:
         durations = pool.map(_build_one, jobs, chunksize=16)
-    with (out_dir / "train.jsonl").open("w") as f:
-        for (r, dst), d in zip(chosen, durations, strict=True):
-            row = {**r, "audio": str(dst.relative_to(out_dir)), "duration": round(d, 3)}
-            row["voice"] = f"{r.get('voice', '')}+cg"
-            f.write(json.dumps(row) + "\n")
-    print(f"{len(chosen)} of {len(rows)} utterances, {sum(durations) / 3600:.2f} h, in {out_dir}")
+    revoiced = [
+        dataclasses.replace(u, audio=dst, duration=d, voice=f"{u.voice or ''}+cg")
+        for (u, dst), d in zip(chosen, durations, strict=True)
+    ]
+    write_manifest(out_dir / "train.jsonl", revoiced)
+    print(f"{len(chosen)} of {len(utts)} utterances, {sum(durations) / 3600:.2f} h, in {out_dir}")
 
 
 def main() -> None:
