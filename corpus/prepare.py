@@ -1,7 +1,8 @@
 """`harken prepare`: corpora that people already have, turned into harken manifests.
 
-Five sources: LibriSpeech, Common Voice, a Kaldi data directory, a plain CSV/TSV, and the
-Asterisk English prompts that Debian packages (readers in `corpus.importers`). Every transcript
+Seven sources: LibriSpeech, Common Voice, a Kaldi data directory, a plain CSV/TSV, the
+Asterisk English prompts that Debian packages, and the acted speech of two free games in
+Debian main, labelled from their scripts (readers in `corpus.importers`). Every transcript
 goes through `corpus.text.normalise`, so imported text follows the same conventions as
 synthesised text; what it refuses, and audio that cannot be read, is counted by reason in
 `prepare_report.json` instead of aborting the run or entering a manifest with a wrong
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from corpus.importers import asterisk, layouts
+from corpus.importers import asterisk, games, layouts
 from corpus.importers.audio import Outcome, convert_all, recordings
 from corpus.importers.candidates import Candidate, Item, PrepareError, normalise_all
 from corpus.importers.report import Report, print_summary, write_report
@@ -32,6 +33,8 @@ READERS: dict[str, Callable[[argparse.Namespace, Report], list[Candidate]]] = {
     "kaldi": layouts.read_kaldi,
     "csv": layouts.read_csv,
     "asterisk": asterisk.read_asterisk,
+    "queen": games.read_queen,
+    "sky": games.read_sky,
 }
 SOURCES = tuple(READERS)
 
@@ -41,13 +44,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "source",
         choices=SOURCES,
         help="layout of the input corpus: LibriSpeech, Common Voice, Kaldi data dir, CSV/TSV, "
-        "or Debian's Asterisk English prompts",
+        "Debian's Asterisk English prompts, or the acted speech of Debian's games Flight of the "
+        "Amazon Queen (queen) and Beneath a Steel Sky (sky), labelled from their scripts",
     )
     parser.add_argument(
         "--input",
         type=Path,
         help="librispeech: root dir; commonvoice: the TSV; kaldi: data dir; csv: the file; "
-        f"asterisk: sounds dir (default {asterisk.SOUNDS})",
+        f"asterisk: sounds dir (default {asterisk.SOUNDS}); queen: queen.1c; sky: the dir of "
+        "sky.dnr and sky.dsk",
     )
     parser.add_argument("--out", type=Path, required=True, help="output directory")
     parser.add_argument("--limit", type=int, default=0, help="first N usable utterances (0: all)")
@@ -66,6 +71,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dev-prompts", type=int, default=asterisk.DEV_PROMPTS, help="asterisk: dev size"
+    )
+    parser.add_argument(
+        "--test-minutes",
+        type=float,
+        default=games.TEST_MINUTES,
+        help="queen: the test split holds whole characters until it has this many minutes",
+    )
+    parser.add_argument(
+        "--test-voices",
+        type=int,
+        default=games.TEST_VOICES,
+        help="queen: ... and at least this many characters",
     )
 
 
@@ -87,7 +104,7 @@ def prepare(args: argparse.Namespace) -> int:
     except OSError as e:
         raise PrepareError(f"cannot create --out {args.out}: {e}") from None
     outcomes = convert_all(args.out, recordings(items), args.workers)
-    always = ("train", "dev", "test") if args.source == "asterisk" else ()
+    always = ("train", "dev", "test") if args.source in ("asterisk", "queen") else ()
     kept = write_outputs(args.out, items, outcomes, report, always)
     write_report(args.out, args, kept, report)
     if args.source == "asterisk":
@@ -100,6 +117,8 @@ def _check_arguments(args: argparse.Namespace) -> None:
     """Refuse what argparse lets through, before any input is read."""
     if args.limit < 0 or args.workers < 1:
         raise PrepareError("--limit must be >= 0 and --workers >= 1")
+    if args.test_minutes < 0 or args.test_voices < 0:
+        raise PrepareError("--test-minutes and --test-voices must be >= 0")
     if args.split is not None and not re.fullmatch(r"[A-Za-z0-9_-]+", args.split):
         raise PrepareError(f"--split {args.split!r}: use letters, digits, '-' and '_'")
     if args.out.exists() and not args.out.is_dir():

@@ -143,6 +143,32 @@ if [ ! -f "$STAMP/festival-rab" ]; then
   touch "$STAMP/festival-rab"
 fi
 
+# Real acted English from two free games in Debian main (harken prepare queen / sky): their
+# .debs fetched from Debian's pool, checked against pinned sha256s, and only the data files
+# unpacked into .venv/games (the packages themselves depend on scummvm, which nothing here runs)
+GAMES=(
+  "f/flight-of-the-amazon-queen/flight-of-the-amazon-queen_1.0.0-9_all.deb 40c08fd258d6fe95c46c1eaf5e9137f84ba330657995a281bd887c94a560a0f1"
+  "b/beneath-a-steel-sky/beneath-a-steel-sky_0.0372-8_all.deb e2a25c880220c26a4dfd42904b878cc655afa1c72895f9c932befbd078622934"
+)
+if [ "$PURPOSE" = --synth ] && [ ! -f "$STAMP/games" ]; then
+  echo "[setup] the game voice packs from Debian main (flight-of-the-amazon-queen, beneath-a-steel-sky)"
+  RT=$(mktemp -d)
+  mkdir -p .venv/games
+  for entry in "${GAMES[@]}"; do
+    read -r pool sha <<<"$entry"
+    deb=$(basename "$pool")
+    curl -sSfL -o "$RT/$deb" "http://deb.debian.org/debian/pool/main/$pool"
+    echo "$sha  $RT/$deb" | sha256sum -c --quiet
+    dpkg-deb -x "$RT/$deb" "$RT/root"
+  done
+  cp -r "$RT"/root/usr/share/scummvm/* .venv/games/
+  for doc in "$RT"/root/usr/share/doc/*/copyright; do
+    cp "$doc" ".venv/games/$(basename "$(dirname "$doc")").copyright"
+  done
+  rm -rf "$RT"
+  touch "$STAMP/games"
+fi
+
 # Kokoro's own English voices: npm's kokoro-js 1.2.1 carries Kokoro v1.0's voice packs
 # (Apache-2.0); corpus/kokoro.py's install_english checks the tarball's pinned sha256 and
 # extracts the 28 English ones beside the assembled model (.venv/share/harken/kokoro-en)

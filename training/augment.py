@@ -1,5 +1,6 @@
-"""On-the-fly augmentation: speed, reverberation, additive noise and gain on the audio;
-vocal-tract-length warping and SpecAugment masks on the features.
+"""On-the-fly augmentation: speed, reverberation, additive noise and gain on the audio, then
+optionally its band narrowed (low-pass, telephone channel, 8-bit); vocal-tract-length warping
+and SpecAugment masks on the features.
 
 Synthetic voices are clean and identical on every render; a model trained on them alone
 learns the engines, not speech. The natural-sounding training voices are mostly male (pico's
@@ -7,6 +8,9 @@ two women are the exception), so a frequency warp (Jaitly & Hinton's VTLP) that 
 formants and harmonics up by up to a quarter stands in for the speakers the engines lack; the
 `formant` preset also moves each formant region by its own factor, a vowel space that no one
 factor gives.
+Real recordings are often band-limited (11,025 Hz files, some 8-bit; phones at 8 kHz through
+G.711) where the synthetic voices are 16 kHz wideband: the band effects make wideband audio
+sound like them, so the network does not learn "wideband = one kind of speech".
 Each example is perturbed afresh every epoch, in data-loader worker processes (seeds/000 §2:
 features are computed next to the trainer, not stored), from a generator seeded by (seed,
 epoch, index) so a resumed run sees exactly the same audio.
@@ -42,6 +46,10 @@ class AugmentConfig:
     p_babble: float = 0.3  # share of noisy examples whose noise is babble (other utterances)
     p_gain: float = 0.5  # probability of a level change
     gain_db: tuple[float, float] = (-12.0, 6.0)  # level change range
+    p_lowpass: float = 0.0  # probability of a band-limited recording (a random low-pass)
+    lowpass_hz: tuple[float, float] = (3400.0, 7000.0)  # its cut-off range
+    p_telephone: float = 0.0  # probability of the telephone channel (300-3400 Hz, mu-law)
+    p_8bit: float = 0.0  # probability of linear 8-bit quantisation
     p_warp: float = 0.0  # probability of a vocal-tract-length (frequency) warp
     warp: tuple[float, float] = (0.85, 1.25)  # warp factor range (>1 moves formants up)
     p_formant: float = 0.0  # probability of a per-region warp (each formant region its own)
@@ -65,15 +73,23 @@ class AugmentConfig:
             "p_warp",
             "p_formant",
             "p_colour",
+            "p_lowpass",
+            "p_telephone",
+            "p_8bit",
         ):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"AugmentConfig.{name} must be a probability in [0, 1]")
-        for name in ("speed", "rt60_s", "snr_db", "gain_db", "warp", "formant_warp"):
+        for name in ("speed", "rt60_s", "snr_db", "gain_db", "warp", "formant_warp", "lowpass_hz"):
             low, high = getattr(self, name)
             if low > high:
                 raise ValueError(f"AugmentConfig.{name} must be (low, high) with low <= high")
         if min(self.speed[0], self.rt60_s[0], self.warp[0], self.formant_warp[0]) <= 0:
             raise ValueError("AugmentConfig.speed, rt60_s, warp and formant_warp must be positive")
+        if not 0 < self.lowpass_hz[0] <= self.lowpass_hz[1] <= SAMPLE_RATE / 2:
+            raise ValueError(
+                f"AugmentConfig.lowpass_hz must lie in (0, {SAMPLE_RATE // 2}] Hz, "
+                f"got {self.lowpass_hz}"
+            )
         if self.colour_db < 0:
             raise ValueError("AugmentConfig.colour_db must be >= 0")
         if min(self.freq_masks, self.freq_mask_bins, self.time_masks, self.time_mask_frames) < 0:
@@ -88,6 +104,9 @@ class AugmentConfig:
             (self.p_reverb, f"reverberation RT60 {self.rt60_s[0]}-{self.rt60_s[1]} s"),
             (self.p_noise, f"noise {self.snr_db[0]:g}-{self.snr_db[1]:g} dB SNR"),
             (self.p_gain, f"gain {self.gain_db[0]:g} to {self.gain_db[1]:g} dB"),
+            (self.p_lowpass, f"low-pass {self.lowpass_hz[0]:g}-{self.lowpass_hz[1]:g} Hz"),
+            (self.p_telephone, "telephone 300-3400 Hz mu-law"),
+            (self.p_8bit, "8-bit"),
             (self.p_warp, f"frequency warp {self.warp[0]}-{self.warp[1]}"),
             (self.p_formant, f"per-region warp {self.formant_warp[0]}-{self.formant_warp[1]}"),
             (self.p_colour, f"random equaliser {self.colour_db:g} dB"),
@@ -130,6 +149,16 @@ def augment(
         audio = add_noise(audio, noise, rng.uniform(*cfg.snr_db))
     if rng.random() < cfg.p_gain:
         audio = audio * np.float32(10 ** (rng.uniform(*cfg.gain_db) / 20))
+    audio = np.clip(audio, -1.0, 1.0).astype(np.float32)
+    # The band effects come last, as the recorder or the phone hears the room and the noise.
+    # A probability of 0 draws nothing: the generator then feeds augment_features exactly
+    # what it did before these existed, so earlier recipes see the same examples.
+    if cfg.p_lowpass > 0 and rng.random() < cfg.p_lowpass:
+        audio = lowpass(audio, rng.uniform(*cfg.lowpass_hz))
+    if cfg.p_telephone > 0 and rng.random() < cfg.p_telephone:
+        audio = telephone(audio)
+    if cfg.p_8bit > 0 and rng.random() < cfg.p_8bit:
+        audio = quantise_8bit(audio)
     return np.clip(audio, -1.0, 1.0).astype(np.float32)
 
 
@@ -239,6 +268,68 @@ def add_noise(audio: F32, noise: F32, snr_db: float) -> F32:
         return audio
     scale = speech_rms / noise_rms / 10 ** (snr_db / 20)
     return (audio + noise * np.float32(scale)).astype(np.float32)
+
+
+def lowpass(audio: F32, cutoff_hz: float) -> F32:
+    """What a recording made at twice `cutoff_hz` (11,025 Hz files: 5.5 kHz) holds once
+    played at 16 kHz: resampled down to that rate and back, so nothing above the cut-off
+    survives (soxr's steep anti-alias filter) and the band below is kept."""
+    if cutoff_hz >= SAMPLE_RATE / 2:
+        return audio.astype(np.float32, copy=True)
+    low = soxr.resample(audio, SAMPLE_RATE, 2 * cutoff_hz, quality="HQ")
+    back = soxr.resample(low, 2 * cutoff_hz, SAMPLE_RATE, quality="HQ")
+    return _fit_length(np.asarray(back, dtype=np.float32), len(audio))
+
+
+TELEPHONE_RATE = 8000
+MU = 255.0  # G.711 mu-law
+
+
+def telephone(audio: F32) -> F32:
+    """The telephone channel callers send: 8 kHz, band-passed to 300-3400 Hz (edges falling
+    to nothing by 250 and 3600 Hz, as G.712's mask), 8-bit mu-law (G.711), back to 16 kHz."""
+    narrow = np.asarray(
+        soxr.resample(audio, SAMPLE_RATE, TELEPHONE_RATE, quality="HQ"), dtype=np.float64
+    )
+    n = len(narrow)
+    size = 1 << int(np.ceil(np.log2(n + TELEPHONE_RATE // 8)))  # room for the filter's tails
+    freqs = np.fft.rfftfreq(size, 1 / TELEPHONE_RATE)
+    rise = np.clip((freqs - 250.0) / 50.0, 0.0, 1.0)  # 250 -> 300 Hz
+    fall = np.clip((3600.0 - freqs) / 200.0, 0.0, 1.0)  # 3400 -> 3600 Hz
+    gain = np.sin(np.pi / 2 * rise) ** 2 * np.sin(np.pi / 2 * fall) ** 2  # raised cosines
+    band = np.fft.irfft(np.fft.rfft(narrow, size) * gain, size)[:n]
+    coded = mu_law(np.clip(band, -1.0, 1.0))
+    back = soxr.resample(coded.astype(np.float32), TELEPHONE_RATE, SAMPLE_RATE, quality="HQ")
+    return _fit_length(np.asarray(back, dtype=np.float32), len(audio))
+
+
+def mu_law(x: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.float64]:
+    """Compress x in [-1, 1] by the mu-law curve (which G.711's segments approximate),
+    quantise to 8 bits (255 values: G.711's 256 codes hold a zero of each sign), expand: fine
+    steps for quiet samples, coarse for loud ones."""
+    y = np.sign(x) * np.log1p(MU * np.abs(x)) / np.log1p(MU)
+    q = np.round(y * 127.0) / 127.0
+    return np.asarray(np.sign(q) * np.expm1(np.abs(q) * np.log1p(MU)) / MU, dtype=np.float64)
+
+
+def quantise_8bit(audio: F32) -> F32:
+    """Linear 8-bit samples (256 levels, as old samplers, games and 8-bit WAVs stored them):
+    scaled so the peak is at full scale, as such recordings were, rounded, scaled back."""
+    peak = float(np.max(np.abs(audio))) if audio.size else 0.0
+    if peak < 1e-9:
+        return audio.astype(np.float32, copy=True)
+    levels = np.clip(np.round(audio.astype(np.float64) * (128.0 / peak)), -128, 127)
+    return np.asarray(levels * (peak / 128.0), dtype=np.float32)
+
+
+def _fit_length(x: F32, n: int) -> F32:
+    """`x` cut or zero-padded to n samples (a round trip through another rate may be off by
+    one)."""
+    if len(x) >= n:
+        return x[:n]
+    out = np.zeros(n, dtype=np.float32)
+    out[: len(x)] = x
+    return out
 
 
 def _match_rms(x: npt.NDArray[np.floating[Any]], reference: F32) -> F32:

@@ -49,7 +49,7 @@ from models.manifest import Utterance, read_manifest
 from models.metrics import error_rates, greedy_decode
 from server.precision import bf16_units
 from training.adversary import VoiceAdversary, voice_ids, voice_losses
-from training.augment import AUGMENT_PRESETS
+from training.augment import AUGMENT_PRESETS, AugmentConfig
 from training.batching import STRATEGIES, BatchConfig, BatchSampler, padding_ratio
 from training.consistency import consistency_losses
 from training.data import Batch, DataConfig, SpeechDataset, collate, load_audio, worker_init
@@ -100,6 +100,11 @@ class TrainConfig:
     workers: int = 1  # DataLoader worker processes (featurising + augmentation)
     augment: bool = True  # on-the-fly noise, speed, gain and reverberation
     augment_preset: str = "full"  # which perturbations, with augment (AUGMENT_PRESETS)
+    # band effects on top of the preset, each a probability (training/augment.py): a random
+    # low-pass (a band-limited recording), the telephone channel, linear 8-bit samples
+    p_lowpass: float = 0.0
+    p_telephone: float = 0.0
+    p_8bit: float = 0.0
     norm_utterances: int = 400  # training utterances measured for normalisation statistics
     dev_limit: int = 0  # dev utterances scored per epoch (0: all)
     dev_every: int = 0  # also score dev every this many steps, into the log (0: epochs only)
@@ -151,6 +156,18 @@ class TrainConfig:
                 f"augment_preset must be one of {sorted(AUGMENT_PRESETS)}, "
                 f"got {self.augment_preset!r}"
             )
+        bands = {
+            "p_lowpass": self.p_lowpass,
+            "p_telephone": self.p_telephone,
+            "p_8bit": self.p_8bit,
+        }
+        for name, p in bands.items():
+            if not 0.0 <= p <= 1.0:
+                raise ValueError(f"{name} must be a probability in [0, 1], got {p}")
+        if not self.augment and any(bands.values()):
+            raise ValueError(
+                "p_lowpass, p_telephone and p_8bit are augmentation: they need augment on"
+            )
         if bool(self.teacher) != (self.distill_weight > 0):
             raise ValueError(
                 "teacher and distill_weight go together: a teacher's targets directory and a "
@@ -192,6 +209,17 @@ class TrainConfig:
                 "phone_lexicon and phone_weight go together: a pronouncing dictionary and a "
                 f"weight > 0, or neither (got {self.phone_lexicon!r} and {self.phone_weight})"
             )
+
+    def augmentation(self) -> AugmentConfig | None:
+        """The preset with this run's band effects; None without augmentation."""
+        if not self.augment:
+            return None
+        return dataclasses.replace(
+            AUGMENT_PRESETS[self.augment_preset],
+            p_lowpass=self.p_lowpass,
+            p_telephone=self.p_telephone,
+            p_8bit=self.p_8bit,
+        )
 
 
 @dataclass
@@ -313,7 +341,7 @@ class Trainer:
         cfg = dataclasses.replace(cfg, precision=precision)  # what ran, in every record
         self.cfg, self.batch_cfg, self.out = cfg, batch_cfg, out
         torch.manual_seed(cfg.seed)
-        aug = AUGMENT_PRESETS[cfg.augment_preset] if cfg.augment else None
+        aug = cfg.augmentation()
         self.teacher = TeacherTargets(cfg.teacher) if cfg.teacher else None
         data_cfg = DataConfig(
             model_cfg.features,

@@ -25,6 +25,9 @@ from training.augment import (
     colour_curve,
     coloured_noise,
     formant_matrix,
+    lowpass,
+    quantise_8bit,
+    telephone,
 )
 from training.batching import (
     STRATEGIES,
@@ -34,6 +37,7 @@ from training.batching import (
     padding_ratio,
 )
 from training.data import DataConfig, SpeechDataset, collate, encode, worker_init
+from training.train import TrainConfig, add_arguments
 
 LINEAR = FeatureConfig()  # the linear-bin features these tests build by hand
 
@@ -335,3 +339,125 @@ def test_formant_preset_warps_half_the_utterances_and_rejects_bad_ranges() -> No
         AugmentConfig(p_formant=1.5)
     with pytest.raises(ValueError, match="formant_warp"):
         AugmentConfig(formant_warp=(1.2, 0.9))
+
+
+# -- band effects: wideband audio made to sound like band-limited recordings and phones ----------
+
+BAND_OFF = AugmentConfig(p_speed=0.0, p_reverb=0.0, p_noise=0.0, p_gain=0.0)
+
+
+def _power(x: np.ndarray, rate: int = 16000) -> tuple[np.ndarray, np.ndarray]:
+    return np.fft.rfftfreq(len(x), 1 / rate), np.abs(np.fft.rfft(x.astype(np.float64))) ** 2
+
+
+def _band_share(out: np.ndarray, ref: np.ndarray, low: float, high: float) -> float:
+    """`out`'s energy between low and high Hz as a share of `ref`'s there."""
+    freqs, p_out = _power(out)
+    _, p_ref = _power(ref)
+    band = (freqs >= low) & (freqs < high)
+    return float(p_out[band].sum() / p_ref[band].sum())
+
+
+def _white(n: int, seed: int = 0) -> np.ndarray:
+    return (0.1 * np.random.default_rng(seed).standard_normal(n)).astype(np.float32)
+
+
+@pytest.mark.parametrize("cutoff", [3400.0, 5512.5, 7000.0])
+def test_lowpass_removes_the_band_above_its_cut_off_and_keeps_the_rest(cutoff: float) -> None:
+    noise = _white(16001)
+    out = lowpass(noise, cutoff)
+    assert out.dtype == np.float32 and out.shape == noise.shape
+    assert _band_share(out, noise, 1.1 * cutoff, 8000.0) < 0.01
+    assert _band_share(out, noise, 50.0, 0.9 * cutoff) == pytest.approx(1.0, abs=0.05)
+
+
+def test_the_telephone_channel_passes_300_to_3400_hz_only() -> None:
+    noise = _white(16001)
+    out = telephone(noise)
+    assert out.dtype == np.float32 and out.shape == noise.shape
+    assert _band_share(out, noise, 0.0, 250.0) < 0.01
+    assert _band_share(out, noise, 3600.0, 8000.0) < 0.01
+    assert _band_share(out, noise, 400.0, 3300.0) == pytest.approx(1.0, abs=0.05)
+    t = np.arange(12345) / 16000
+    tone = (0.5 * np.sin(2 * np.pi * 1000 * t)).astype(np.float32)
+    heard = telephone(tone)
+    assert heard.shape == tone.shape and heard.dtype == np.float32
+    inner = slice(800, -800)  # the resampler's edges aside
+    assert np.corrcoef(heard[inner], tone[inner])[0, 1] > 0.999
+    assert np.std(heard[inner]) == pytest.approx(np.std(tone[inner]), rel=0.05)
+
+
+def test_8bit_samples_take_at_most_256_levels_and_stay_near_the_input() -> None:
+    audio = 0.3 * _speech_like(1.0, 3)  # quiet: the peak goes to full scale before rounding
+    out = quantise_8bit(audio)
+    assert out.dtype == np.float32 and out.shape == audio.shape
+    peak = float(np.abs(audio).max())
+    steps = out.astype(np.float64) * 128 / peak
+    assert len(np.unique(out)) <= 256 and np.allclose(steps, np.round(steps), atol=1e-3)
+    assert np.abs(out - audio).max() <= peak / 128 + 1e-6
+    assert len(np.unique(out)) > 100  # the whole 8-bit range is in use, not the quiet part
+    assert np.array_equal(quantise_8bit(np.zeros(5, np.float32)), np.zeros(5, np.float32))
+
+
+def test_band_effects_keep_length_and_dtype_and_follow_the_seed() -> None:
+    audio = _speech_like(0.7, 1)[:11111]
+    cfg = replace(BAND_OFF, p_lowpass=1.0, p_telephone=0.5, p_8bit=0.5)
+    outs = [augment(audio, cfg, np.random.default_rng(seed)) for seed in range(4)]
+    for out in outs:
+        assert out.dtype == np.float32 and out.shape == audio.shape
+        assert np.all(np.isfinite(out)) and np.abs(out).max() <= 1.0
+    assert np.array_equal(outs[0], augment(audio, cfg, np.random.default_rng(0)))
+    assert not np.array_equal(outs[0], outs[1])
+    for short in (np.zeros(0, np.float32), audio[:3]):
+        assert lowpass(short, 4000.0).shape == telephone(short).shape == short.shape
+
+
+def test_band_effects_off_leave_the_audio_and_the_generator_alone() -> None:
+    """At probability 0 nothing is drawn: an earlier recipe's examples stay bit-exact."""
+    audio = _speech_like(0.5, 2)
+    rng = np.random.default_rng(9)
+    assert np.array_equal(augment(audio, BAND_OFF, rng), audio)
+    fresh = np.random.default_rng(9)
+    fresh.random(4)  # speed, reverberation, noise and gain draw one number each
+    assert rng.random() == fresh.random()
+    full = AUGMENT_PRESETS["full"]
+    assert full.p_lowpass == full.p_telephone == full.p_8bit == 0.0
+    assert "low-pass" not in full.describe()
+    on = replace(full, p_lowpass=0.3, p_telephone=0.1, p_8bit=0.05).describe()
+    assert "low-pass 3400-7000 Hz (p 0.3)" in on and "telephone" in on and "8-bit (p 0.05)" in on
+
+
+@pytest.mark.parametrize(
+    ("fields", "name"),
+    [
+        ({"p_lowpass": 1.5}, "p_lowpass"),
+        ({"p_telephone": -0.1}, "p_telephone"),
+        ({"p_8bit": 2.0}, "p_8bit"),
+        ({"lowpass_hz": (7000.0, 3400.0)}, "lowpass_hz"),
+        ({"lowpass_hz": (3400.0, 9000.0)}, "lowpass_hz"),
+        ({"lowpass_hz": (0.0, 3400.0)}, "lowpass_hz"),
+    ],
+)
+def test_bad_band_settings_are_refused(fields: dict[str, object], name: str) -> None:
+    with pytest.raises(ValueError, match=f"AugmentConfig.{name}"):
+        AugmentConfig(**fields)  # type: ignore[arg-type]
+
+
+def test_the_trainer_takes_band_effects_from_its_flags() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(
+        ["--train", "t.jsonl", "--out", "o", "--p-lowpass", "0.3", "--p-telephone", "0.1"]
+    )
+    assert (args.p_lowpass, args.p_telephone, args.p_8bit) == (0.3, 0.1, 0.0)
+    cfg = TrainConfig(augment_preset="light", p_lowpass=0.3, p_8bit=0.05)
+    aug = cfg.augmentation()
+    assert aug == replace(AUGMENT_PRESETS["light"], p_lowpass=0.3, p_8bit=0.05)
+    assert TrainConfig().augmentation() == AUGMENT_PRESETS["full"]
+    assert TrainConfig(augment=False).augmentation() is None
+    with pytest.raises(ValueError, match="p_telephone must be a probability"):
+        TrainConfig(p_telephone=1.2)
+    with pytest.raises(ValueError, match="need augment on"):
+        TrainConfig(augment=False, p_8bit=0.1)
