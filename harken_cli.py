@@ -81,11 +81,14 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_parser(name, help=help_text, add_help=False)
     if argv and argv[0] == "--version":
         parser.parse_args(argv[:1])  # prints the version and exits
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        parser.print_help() if not argv or argv[0] in ("-h", "--help") else parser.error(
-            f"unknown command {argv[0]!r}; choose one of: {', '.join(COMMANDS)}"
-        )
-        return 0 if not argv or argv[0] in ("-h", "--help") else 2
+    if argv and argv[0] in ("-h", "--help"):
+        parser.print_help()
+        return 0
+    if not argv:  # a command is needed: say which there are, as for a wrong one
+        parser.print_help(sys.stderr)
+        return 2
+    if argv[0] not in COMMANDS:
+        parser.error(f"unknown command {argv[0]!r}; choose one of: {', '.join(COMMANDS)}")
     name = argv[0]
     module = importlib.import_module(COMMANDS[name][0])
     cmd_parser = argparse.ArgumentParser(prog=f"harken {name}", description=COMMANDS[name][1])

@@ -55,7 +55,7 @@ NEG_INF = -np.inf
 
 
 # a stream's prefix tree is compacted once it holds this many nodes (about 7 s of speech at
-# a 768-wide beam), then at 4x the size that survived; models/results/beam.md. Three
+# a 768-wide beam), then at 4x the size that survived; experiments/beam.md. Three
 # quarters of the 65,536 nodes (16 MB) its capacity has doubled to by then, so that it
 # compacts before it must double again (decoder/results/stalls.md)
 COMPACT_MIN_NODES = 3 << 14
@@ -69,9 +69,9 @@ class DecoderConfig:
     beta: float = 1.0  # bonus per word (word LM, or no LM) or per character (character LM)
     # beams kept after each frame; 192 and a 10-point threshold: the beam fills with
     # spellings of unknown words, and a wider, tighter beam keeps the real words in it
-    # (decoder/results/gap.md: dev WER 0.619 -> 0.612 at 1.1x the time). models/default's
-    # decoder.json asks for 768 within 12.5: a sharper network's search still lost words
-    # there, for 1-4 ms of median latency (models/results/beam.md)
+    # for a little more search time (decoder/results/gap.md). models/default's decoder.json
+    # asks for 768 within 12.5: a sharper network's search still lost words there, and the
+    # wider beam finds them for a few ms of median latency (experiments/beam.md)
     beam_width: int = 192
     cutoff_prob: float = 0.99  # DS2 p: extend by the fewest symbols whose mass reaches it
     cutoff_top_n: int = 40  # DS2 K: and by at most this many symbols per frame
@@ -89,16 +89,16 @@ class DecoderConfig:
     # renormalised): the network under-emits on voices it never heard, and the search then
     # deletes their characters; a small penalty lets it keep them. 0 disables it. Scores and
     # word confidences are then of the penalised posteriors. models/default's decoder.json
-    # asks for 1.25 (models/results/ensemble/README.md; `harken tune-lm --blank-penalty`
-    # sweeps it)
+    # asks for 1.25, what `harken tune-lm --blank-penalty` chose for the pair's outputs
+    # (experiments/ensemble.md, experiments/blank.md)
     blank_penalty: float = 0.0
     # beams that parted from the best one more than this long ago (seconds of frames) are
     # dropped, so the best path's words before that point are final: partials call them
     # stable. With 0, stable is only what every beam shares, and an old alternative ("the
-    # water" for "the weather") within the threshold holds it back: 90% of words became
-    # stable within 3-6.6 s of their end, 0.9-1.0 s with 0.75, at the same WER (espeak
-    # sentences and Asterisk prompts, 296 utterances). models/default's decoder.json asks for
-    # 1.0: its pair read her prompts 1.6 points better than at 0.75 (models/results/commit.md)
+    # water" for "the weather") within the threshold holds it back for seconds; a window of
+    # about a second makes words stable soon after their end at the same WER. models/default's
+    # decoder.json asks for 1.0: a shorter window dropped alternatives that real speech later
+    # needed, and 1.0 costs stable words only a little more lag (experiments/commit.md)
     commit_s: float = 0.75
     frame_seconds: float = 0.02  # seconds per model output frame (10 ms hop x stride 2)
 

@@ -2,7 +2,7 @@
 bundle's decoder.json. The network runs once; each trial only decodes. With
 `--blank-penalty` or `--lookahead`, the listed values are tried first at the bundle's
 weights (in that order) and the best of each is kept for the search
-(models/results/blank.md, models/results/lookahead.md)."""
+(experiments/blank.md, experiments/lookahead.md)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,6 @@ transcript says "five dollars".
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from corpus.text import Dropped, fold, normalise
+from corpus.text import normalise_loose
 
 F32 = npt.NDArray[np.float32]
 SAMPLE_RATE = 16000  # what every peer is fed: float32 mono at 16 kHz
@@ -26,9 +25,6 @@ POCKETSPHINX = "pocketsphinx"
 WHISPER_TINY_EN = "whisper-tiny.en"
 PEERS: tuple[str, ...] = (POCKETSPHINX, WHISPER_TINY_EN)
 INSTALL_HINT = "pip install -e '.[peers]'"
-
-_OUTSIDE_ALPHABET = re.compile(r"[^a-z' ]+")
-_LOOSE_APOSTROPHE = re.compile(r"(?<![a-z])'|'(?![a-z])")
 
 
 class PeerUnavailable(RuntimeError):
@@ -56,33 +52,6 @@ class Transcribed(NamedTuple):
     audio_seconds: float
 
 
-# -- normalising peer output ------------------------------------------------------------------
-
-
-def normalise_peer_text(raw: str) -> str:
-    """A peer's text the way the transcripts are written. Where the normaliser refuses the
-    sentence, each word is tried alone, so one odd symbol does not cost the spelled-out
-    numbers around it; a word it still refuses is only lower-cased and stripped."""
-    try:
-        return normalise(raw).text
-    except Dropped:
-        words = (_normalise_word(w) for w in raw.split())
-        return " ".join(w for w in words if w)
-
-
-def _normalise_word(word: str) -> str:
-    try:
-        return normalise(word).text
-    except Dropped:
-        return _cleanup(word)
-
-
-def _cleanup(raw: str) -> str:
-    """Lower case, accents folded, anything outside a-z, space and apostrophe dropped."""
-    text = _OUTSIDE_ALPHABET.sub(" ", fold(raw).lower())
-    return " ".join(_LOOSE_APOSTROPHE.sub(" ", text).split())
-
-
 # -- the peers --------------------------------------------------------------------------------
 
 
@@ -102,7 +71,7 @@ class PocketSphinx:
         self._decoder.process_raw(pcm.tobytes(), full_utt=True)
         self._decoder.end_utt()
         hyp = self._decoder.hyp()
-        return normalise_peer_text(str(hyp.hypstr)) if hyp is not None else ""
+        return normalise_loose(str(hyp.hypstr)) if hyp is not None else ""
 
 
 class WhisperTinyEn:
@@ -132,7 +101,7 @@ class WhisperTinyEn:
             condition_on_previous_text=False,
             vad_filter=False,
         )
-        return normalise_peer_text("".join(str(s.text) for s in segments))
+        return normalise_loose("".join(str(s.text) for s in segments))
 
 
 def _require(module: str, peer: str) -> Any:

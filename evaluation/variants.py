@@ -1,9 +1,10 @@
 """Scoring variants of a dev set's network outputs against each other, for offline probes.
 
-A probe (models/results/*) mixes or picks network outputs several ways and asks which reads a
-dev set best: greedy CER, beam WER with a bundle's search, and each variant's paired bootstrap
-against a baseline. The search is pure Python and single-threaded, so a forked pool decodes on
-every core; it shares the loaded search (its LM and tries) with its workers without pickling.
+A probe (the experiments of experiments/; their scripts are at the commits cited there) mixes
+or picks network outputs several ways and asks which reads a dev set best: greedy CER, beam WER
+with a bundle's search, and each variant's paired bootstrap against a baseline. The search is
+pure Python and single-threaded, so a forked pool decodes on every core; it shares the loaded
+search (its LM and tries) with its workers without pickling.
 """
 
 from __future__ import annotations

@@ -29,6 +29,9 @@ from server.protocol import EndOfStream, Error, Final, Partial
 
 MIN_CHUNK_MS, MAX_CHUNK_MS = 20, 200
 STREAM_PATH = "/v1/stream"
+# what a sweep's clients may speak: /v1/stream (here), /vosk (loadtest/protocols.py) and
+# OpenAI's Realtime transcription at /v1/realtime (loadtest/realtime.py)
+LIVE_PROTOCOLS = ("stream", "vosk", "realtime")
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class ClientConfig:
     token: str | None = None  # bearer token, when the server requires one
     connect_timeout_s: float = 10.0  # longest wait for the WebSocket handshake
     final_timeout_s: float = 10.0  # longest wait for the final after eos
+    protocol: str = "stream"  # what a sweep's clients speak: one of LIVE_PROTOCOLS
 
     def __post_init__(self) -> None:
         if not MIN_CHUNK_MS <= self.chunk_ms <= MAX_CHUNK_MS:
@@ -65,6 +69,8 @@ class ClientConfig:
             raise ValueError(f"speed must be > 0 (1 = real time), got {self.speed}")
         if urlsplit(self.url).scheme not in ("ws", "wss"):
             raise ValueError(f"url must start with ws:// or wss://, got {self.url!r}")
+        if self.protocol not in LIVE_PROTOCOLS:
+            raise ValueError(f"protocol must be one of {LIVE_PROTOCOLS}, got {self.protocol!r}")
 
     @classmethod
     def from_args(cls, args: Any) -> ClientConfig:
@@ -77,6 +83,7 @@ class ClientConfig:
             token=args.token,
             connect_timeout_s=args.connect_timeout_s,
             final_timeout_s=args.final_timeout_s,
+            protocol=getattr(args, "protocol", "stream"),
         )
 
     @property

@@ -50,7 +50,9 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.client import ClientConfig, Utterance
+from loadtest.host import machine
 from loadtest.launch import LaunchError, launched_server
+from loadtest.manifest import load_manifest
 from loadtest.procstats import PROC, read_tree
 from loadtest.profile_report import Window, summarize, write_profile
 from loadtest.stages import parse
@@ -72,8 +74,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from loadtest.run import load_manifest, machine
-
     try:
         load, client = configure(args)
         spy = args.py_spy or find_py_spy()

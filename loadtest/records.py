@@ -9,7 +9,8 @@ from typing import Any
 
 from loadtest.client import UtteranceResult
 
-PROTOCOLS = ("stream", "vosk", "rest")  # /v1/stream, /vosk, POST /v1/audio/transcriptions
+# /v1/stream, /vosk, POST /v1/audio/transcriptions, /v1/realtime (OpenAI's Realtime API)
+PROTOCOLS = ("stream", "vosk", "rest", "realtime")
 # what made a record: the steady load, or one of the faults' own clients
 TAGS = ("load", "vanish", "stall", "burst", "probe")
 

@@ -10,6 +10,7 @@ exactly the documented shape.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -135,8 +136,9 @@ def write_report(out: Path, levels: Sequence[Level], meta: dict[str, Any]) -> li
     _dump(out / "results.json", {"results": results})
     _dump(out / "details.json", {"levels": [details(level) for level in levels]})
     _dump(out / "run.json", meta)
-    plot_batch_sizes(results, out / FIG5)
-    plot_latency({"": results}, out / FIG6)
+    if can_plot():
+        plot_batch_sizes(results, out / FIG5)
+        plot_latency({"": results}, out / FIG6)
     (out / "report.md").write_text(markdown(results, [details(lv) for lv in levels], meta))
     return results
 
@@ -171,7 +173,7 @@ def markdown(
         for reason, count in d["failure_reasons"].items():
             lines.append(f"- {d['streams']} streams: {count} x {reason}")
         lines += [f"- {d['streams']} streams: {note}" for note in d["notes"]]
-    lines += ["", f"![batch sizes]({FIG5})", "", f"![latency]({FIG6})", ""]
+    lines += ["", *figures(("batch sizes", FIG5), ("latency", FIG6)), ""]
     return "\n".join(lines)
 
 
@@ -211,6 +213,23 @@ def _ms(x: float | None) -> str:
 
 
 # -- plots ----------------------------------------------------------------------------------
+
+
+def can_plot() -> bool:
+    """Whether matplotlib (the `plot` extra) is installed: without it every report is written,
+    only without its figures."""
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def figures(*images: tuple[str, str]) -> list[str]:
+    """A report's Markdown lines for its (caption, file) figures, or a line saying why it has
+    none."""
+    if not can_plot():
+        return ["(no figures: matplotlib is not installed; pip install 'harken[plot]')"]
+    lines: list[str] = []
+    for caption, name in images:
+        lines += [f"![{caption}]({name})", ""]
+    return lines[:-1]
 
 
 def _pyplot() -> Any:
@@ -301,7 +320,8 @@ def write_comparison(
     by_bound = {f"{b:g}": _sustained_and_ratios(runs, b) for b in bounds}
     comparison = {"bound_ms": bounds[-1], **by_bound[f"{bounds[-1]:g}"], "by_bound": by_bound}
     _dump(out / "compare.json", {**comparison, "runs": runs, "levels": levels, "meta": meta})
-    plot_latency(runs, out / COMPARE_FIG, bounds[-1])
+    if can_plot():
+        plot_latency(runs, out / COMPARE_FIG, bounds[-1])
     lines = ["# Batch Dispatch policies", ""]
     lines += [f"- {key}: `{value}`" for key, value in meta.items() if not isinstance(value, dict)]
     for key, value in meta.items():
@@ -324,7 +344,7 @@ def write_comparison(
         lines += ["", f"## {name}", "", table(results)]
         if levels and name in levels:
             lines += ["", load_table(levels[name])]
-    lines += ["", f"![latency]({COMPARE_FIG})", ""]
+    lines += ["", *figures(("latency", COMPARE_FIG)), ""]
     (out / "compare.md").write_text("\n".join(lines))
     return comparison
 

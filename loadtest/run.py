@@ -25,20 +25,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-import json
 import os
-import platform
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
 from loadtest import profile, soak
-from loadtest.client import MAX_CHUNK_MS, MIN_CHUNK_MS, ClientConfig, Utterance
+from loadtest.client import LIVE_PROTOCOLS, MAX_CHUNK_MS, MIN_CHUNK_MS, ClientConfig, Utterance
 from loadtest.compare import POLICIES, compare, parse_bounds
+from loadtest.host import machine
+from loadtest.manifest import load_manifest
 from loadtest.report import write_report
 from loadtest.sweep import LoadConfig, sweep
-from server.precision import cpu_description
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,6 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=200, help="utterances read from manifest")
     parser.add_argument("--max-utterance-s", type=float, default=20.0, help="longer are skipped")
     parser.add_argument("--no-partials", action="store_true", help="ask for finals only")
+    parser.add_argument(
+        "--protocol",
+        choices=LIVE_PROTOCOLS,
+        default="stream",
+        help="what the clients speak: /v1/stream, /vosk, or OpenAI's Realtime at /v1/realtime",
+    )
     parser.add_argument("--token", default=os.environ.get("HARKEN_TOKEN"), help="bearer token")
     parser.add_argument("--connect-timeout-s", type=float, default=10.0)
     parser.add_argument("--final-timeout-s", type=float, default=10.0, help="wait after eos")
@@ -127,32 +132,6 @@ def _int_list(text: str, flag: str) -> list[int]:
     return values
 
 
-def load_manifest(path: Path, limit: int, max_seconds: float) -> list[Utterance]:
-    """Up to `limit` utterances of at most `max_seconds`, as mono PCM16 at their own rate."""
-    import soundfile as sf
-
-    if not path.is_file():
-        raise ValueError(f"manifest {path} does not exist")
-    utterances: list[Utterance] = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if len(utterances) >= limit:
-            break
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-            audio, rate = sf.read(path.parent / entry["audio"], dtype="int16", always_2d=True)
-        except (ValueError, KeyError, TypeError, RuntimeError, OSError) as e:
-            raise ValueError(f"{path}:{number}: cannot read this entry ({e})") from None
-        mono = audio.mean(axis=1).astype("<i2") if audio.shape[1] > 1 else audio[:, 0]
-        utt = Utterance(mono.astype("<i2").tobytes(), int(rate), entry["text"], entry["audio"])
-        if 0 < utt.duration <= max_seconds:
-            utterances.append(utt)
-    if not utterances:
-        raise ValueError(f"{path} has no readable utterance of at most {max_seconds:g} s")
-    return utterances
-
-
 def _meta(
     args: argparse.Namespace, load: LoadConfig, client: ClientConfig, n_utterances: int
 ) -> dict[str, Any]:
@@ -169,23 +148,7 @@ def _meta(
         "chunk_ms": client.chunk_ms,
         "speed": client.speed,
         "partials": client.partials,
+        "protocol": client.protocol,
         "seed": load.seed,
         "machine": machine(),
-    }
-
-
-def machine() -> dict[str, Any]:
-    """The load generator's host (the server's too, when it runs on the same one)."""
-    memory = None
-    try:
-        kb = int(Path("/proc/meminfo").read_text().split()[1])
-        memory = f"{kb / 2**20:.1f} GiB"
-    except (OSError, ValueError, IndexError):
-        pass
-    return {
-        "cpu": cpu_description(),
-        "cores": os.cpu_count(),
-        "memory": memory,
-        "os": platform.platform(),
-        "python": platform.python_version(),
     }

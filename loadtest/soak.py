@@ -6,7 +6,8 @@
 
 `--streams` clients run for the whole time, each streaming manifest utterances one after
 another at real time, on the protocols of `--mix` in turn (client k speaks mix[k % len]):
-`/v1/stream` (loadtest/client.py), `/vosk` and REST file uploads (loadtest/protocols.py).
+`/v1/stream` (loadtest/client.py), `/vosk` and REST file uploads (loadtest/protocols.py),
+and OpenAI's Realtime transcription at `/v1/realtime` (loadtest/realtime.py).
 Every `--sample-s` the server's process tree is read from /proc (loadtest/procstats.py) and
 its /metrics for `harken_active_streams`. Faults (loadtest/faults.py) come at set fractions
 of the run, SIGTERM at its end. The report (loadtest/soak_report.py) goes to `--out`.
@@ -36,7 +37,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from loadtest.client import ClientConfig, Utterance, stream_utterance
+from loadtest.client import ClientConfig, Utterance
 from loadtest.faults import (
     FAULTS,
     FaultSettings,
@@ -47,12 +48,15 @@ from loadtest.faults import (
     metrics,
     run_fault,
 )
+from loadtest.host import machine
 from loadtest.launch import LaunchError, launched_server
+from loadtest.manifest import load_manifest
 from loadtest.misbehave import stall, vanish
 from loadtest.procstats import PROC, read_tree
-from loadtest.protocols import recorded, sleep_until, upload, vosk_utterance
+from loadtest.protocols import recorded, sleep_until, upload
 from loadtest.records import PROTOCOLS, FaultEvent, Record
 from loadtest.soak_report import SoakRun, write_soak_report
+from loadtest.sweep import LIVE
 
 FAILURE_BACKOFF_S = 0.5  # a client waits this long after a failure before its next try
 SERVER_MAX_STREAMS = 64  # harken serve's default --max-streams
@@ -95,8 +99,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from loadtest.run import load_manifest
-
     try:
         soak, client = configure(args)
         utterances = load_manifest(Path(args.manifest), args.limit, args.max_utterance_s)
@@ -343,7 +345,7 @@ async def _one(
         with live.opened():
             await upload(live.client, utt, pool, result)
     else:
-        speak = stream_utterance if protocol == "stream" else vosk_utterance
+        speak = LIVE[protocol]
         with live.opened():
             result = await speak(live.client, utt)
     return live.add(result, k, protocol, "load", utt.name)
@@ -429,8 +431,6 @@ def _meta(
     pid: int | None,
     n_utterances: int,
 ) -> dict[str, Any]:
-    from loadtest.run import machine
-
     argv = ["harken", "loadtest", *sys.argv[2:]] if sys.argv[1:2] == ["loadtest"] else None
     return {
         "command": shlex.join(argv) if argv else "harken loadtest --soak (called in-process)",

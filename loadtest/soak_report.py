@@ -30,6 +30,7 @@ import numpy as np
 
 from loadtest.faults import BATCH_FAULT
 from loadtest.records import PROTOCOLS, FaultEvent, Record
+from loadtest.report import can_plot, figures
 from loadtest.wer import wer
 
 WARM_S = (120.0, 300.0)  # RSS baseline: minutes 2-5
@@ -373,7 +374,8 @@ def write_soak_report(out: Path, run: SoakRun, meta: dict[str, Any]) -> dict[str
     lines = (json.dumps(asdict(r)) + "\n" for r in run.records)
     (out / STREAMS).write_text("".join(lines))
     (out / "soak.md").write_text(markdown(summary, meta, run))
-    plot(run, per_window, out / PLOT)
+    if can_plot():
+        plot(run, per_window, out / PLOT)
     return summary
 
 
@@ -394,7 +396,7 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any], run: SoakRun) -> str
     lines += ["", "## Failures", "", *_failure_lines(summary["failures"])]
     lines += ["", "## Faults", "", *[f"- {f['line']}" for f in summary["faults"]]]
     lines += ["", *[f"- {note}" for note in summary["notes"]]]
-    lines += [f"- every stream and upload: `{STREAMS}`", "", f"![soak]({PLOT})", ""]
+    lines += [f"- every stream and upload: `{STREAMS}`", "", *figures(("soak", PLOT)), ""]
     return "\n".join(lines)
 
 

@@ -12,11 +12,14 @@ import math
 import random
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from loadtest.client import ClientConfig, Utterance, UtteranceResult, stream_utterance
+from loadtest.protocols import vosk_utterance
+from loadtest.realtime import realtime_utterance
 from loadtest.report import Level
 from loadtest.scrape import (
     EOU_LATENCY,
@@ -28,6 +31,12 @@ from loadtest.scrape import (
 )
 
 FAILURE_BACKOFF_S = 0.5  # a client waits this long after a failure before its next try
+# one utterance over each live protocol (ClientConfig.protocol), each measured the same way
+LIVE: dict[str, Callable[[ClientConfig, Utterance], Awaitable[UtteranceResult]]] = {
+    "stream": stream_utterance,
+    "vosk": vosk_utterance,
+    "realtime": realtime_utterance,
+}
 
 
 @dataclass(frozen=True)
@@ -131,7 +140,7 @@ async def _client_loop(
         utt = utterances[index % len(utterances)]
         index += 1
         try:
-            result = await stream_utterance(client, utt)
+            result = await LIVE[client.protocol](client, utt)
         except asyncio.CancelledError:
             results.append(UtteranceResult(utt.text, utt.duration, failure="cancelled at bound"))
             raise

@@ -4,12 +4,16 @@ A bundle is what training hands to serving. Its BatchNorm is folded into the pre
 weights (DS2 §3.2 keeps running averages for deployment; folding removes the extra op), its
 normalisation statistics and provenance live in `config.json`. Loading checks everything and
 names exactly what is wrong, because a half-loaded model silently produces garbage.
-Other files in the directory (an LM, `decoder.json`) belong to the decoder and are left alone.
+Other files in the directory (an LM, `decoder.json`) belong to the decoder and are left alone;
+`carry_decoder_files` copies them from the bundle a fine-tune started from, which would
+otherwise be served without its LM.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,7 @@ from models.config import ModelConfig
 from models.ds2 import DS2, ConvLayer, RecurrentLayer, SequenceBatchNorm
 from models.quantize import quantize_recurrence
 
+DECODER_JSON = "decoder.json"  # the decoder's part of a bundle: LM files and search settings
 FORMAT = "harken-bundle"
 VERSION = 1
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -147,11 +152,14 @@ def save_bundle(
         "provenance": provenance or {},
     }
     (out / "config.json").write_text(json.dumps(meta, indent=1) + "\n")
-    (out / "CARD.md").write_text(card if card is not None else default_card(m, provenance or {}))
+    (out / "CARD.md").write_text(
+        card if card is not None else default_card(m, provenance or {}, out)
+    )
     return out
 
 
-def default_card(model: DS2, provenance: dict[str, Any]) -> str:
+def default_card(model: DS2, provenance: dict[str, Any], root: Path | None = None) -> str:
+    """A card of what the model is; with the bundle's `root`, of the LM it is served with."""
     cfg = model.config
     lines = [
         "# harken acoustic model",
@@ -161,7 +169,76 @@ def default_card(model: DS2, provenance: dict[str, Any]) -> str:
         f"- parameters: {model.num_parameters():,}",
         f"- output frame: {cfg.frame_seconds * 1000:.0f} ms; alphabet: {''.join(cfg.alphabet)!r}",
     ]
+    if root is not None:
+        lines.append(f"- language model: {language_model_summary(root)}")
     return "\n".join([*lines, *provenance_lines(provenance)]) + "\n"
+
+
+def language_model_summary(root: Path) -> str:
+    """The LM a bundle is served with, in a line; or that it has none, which costs words."""
+    files = decoder_files(root)
+    if not files:
+        return (
+            "none: no decoder.json, so the beam search hears the network alone "
+            "(`harken build-lm` builds one into the bundle)"
+        )
+    return f"{', '.join(files[1:])}, with the search settings of {DECODER_JSON}"
+
+
+def decoder_files(bundle: str | Path) -> list[str]:
+    """The decoder's files of a bundle: decoder.json first, then every file it names (the
+    LM and its unigram list, those of the LMs mixed in) and a licence beside an LM
+    (`general.LICENSE` beside `general.binary`); [] when it has no decoder.json."""
+    root = Path(bundle)
+    path = root / DECODER_JSON
+    if not path.is_file():
+        return []
+    try:
+        doc = json.loads(path.read_text())
+        entries = [doc, *doc.get("mix", [])]
+        named = [e[k] for e in entries for k in ("lm", "unigrams") if isinstance(e.get(k), str)]
+    except (OSError, ValueError, AttributeError, TypeError) as e:
+        raise BundleError(f"{path} is not a readable decoder.json: {e}") from None
+    licences = [f"{Path(e['lm']).stem}.LICENSE" for e in entries if isinstance(e.get("lm"), str)]
+    names = [DECODER_JSON, *named, *(n for n in licences if (root / n).is_file())]
+    bad = [n for n in names if Path(n).is_absolute() or ".." in Path(n).parts]
+    missing = [n for n in names if not (root / n).is_file()]
+    if bad or missing:
+        raise BundleError(
+            f"{path} names files outside the bundle {bad} or missing from it {missing}"
+        )
+    return list(dict.fromkeys(names))
+
+
+def carry_decoder_files(
+    src: str | Path, dst: str | Path, search: Mapping[str, float] | None = None
+) -> list[str]:
+    """Copy bundle `src`'s LM and search settings (`decoder_files`) into bundle `dst`, with
+    `search` replacing some of decoder.json's settings; returns the names copied ([] when
+    `src` has none). A file `dst` already holds unchanged (an earlier export's) stays."""
+    names = decoder_files(src)
+    out = Path(dst)
+    for name in names:
+        source, target = Path(src) / name, out / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if name == DECODER_JSON:
+            doc = json.loads(source.read_text())
+            doc["config"] = {**doc.get("config", {}), **(search or {})}
+            target.write_text(json.dumps(doc, indent=2) + "\n")
+        elif not _same_file(source, target):
+            shutil.copy2(source, target)
+    return names
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether `b` is `a`, or a copy of it that `shutil.copy2` made (same size and time)."""
+    if not b.is_file():
+        return False
+    sa, sb = a.stat(), b.stat()
+    return a.resolve() == b.resolve() or (sa.st_size, sa.st_mtime_ns) == (
+        sb.st_size,
+        sb.st_mtime_ns,
+    )
 
 
 def read_bundle_config(path: str | Path) -> dict[str, Any]:
@@ -253,10 +330,13 @@ def _load_norm(model: DS2, norm: dict[str, Any], root: Path) -> None:
 
 
 __all__ = [
+    "DECODER_JSON",
     "DTYPES",
     "PRECISIONS",
     "BundleError",
     "ConvLayer",
+    "carry_decoder_files",
+    "decoder_files",
     "RecurrentLayer",
     "fold_batchnorm",
     "unfold_batchnorm",

@@ -242,6 +242,15 @@ def language_model_lines(
     return lines
 
 
+# the LM section of a bundle without decoder.json: served so, it reads many more words wrong
+NO_LANGUAGE_MODEL = [
+    "## Language model",
+    "- none: the bundle has no decoder.json, so the beam search hears the network alone "
+    "(`harken build-lm` builds an LM into it; `harken train --init-from` carries the "
+    "starting bundle's)",
+]
+
+
 def card(
     meta: dict[str, Any],
     stats: dict[str, Any],
@@ -251,8 +260,10 @@ def card(
     earlier_card: str | None = None,
     members: list[tuple[str, float, dict[str, Any]]] | None = None,
 ) -> str:
-    """`earlier_card`: the text of the card of the bundle this one continued from;
-    `members`: (folder, share, config.json) of each further network of an ensemble bundle."""
+    """`language_model`: the LM section (`language_model_lines`; None: the bundle has no
+    LM, and the card says so); `earlier_card`: the text of the card of the bundle this one
+    continued from; `members`: (folder, share, config.json) of each further network of an
+    ensemble bundle."""
     cfg = ModelConfig.from_dict(meta["model"])
     prov = meta.get("provenance", {})
     f = cfg.features
@@ -263,7 +274,7 @@ def card(
         "trained by `harken train` on speech that `harken synth` made with Debian's TTS engines,",
         "SVOX Pico, Piper, RHVoice and Kokoro reading the `fortunes` text, and on any real speech",
         "the Data section names (it counts the voices of each). Dev and test use held-out voices",
-        "that training never saw; `models/results/people.md` puts the scores beside PocketSphinx",
+        "that training never saw; `experiments/people.md` puts the scores beside PocketSphinx",
         "and Whisper tiny.en on the same sets.",
         "",
         "## Network",
@@ -306,8 +317,7 @@ def card(
         lines += earlier_data(earlier_card, listed)
     lines += ["", "## Training"]
     lines += provenance_lines(prov)
-    if language_model:
-        lines += ["", *language_model]
+    lines += ["", *(language_model or NO_LANGUAGE_MODEL)]
     lines += ["", "## Accuracy (`harken eval`" + _precisions(evals) + ")"]
     for split, report in evals.items():
         lines.append(f"- {split} ({report['utterances']} utterances): " + "; ".join(_rates(report)))

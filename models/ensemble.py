@@ -1,7 +1,7 @@
 """A bundle that hears with more than one network: their per-frame probabilities averaged.
 
 Two networks trained differently make partly different mistakes, so the mean of their
-output distributions, frame by frame, reads better than either (models/results/ensemble).
+output distributions, frame by frame, reads better than either (experiments/ensemble.md).
 A bundle opts in with an `ensemble` entry in its config.json naming member bundles kept
 inside it and their shares of the mean:
 

@@ -7,9 +7,10 @@ chosen from a few; this fits, per recording, a gain and an offset for every feat
 uncertainty: the mean entropy of its frames that are not blank (single-utterance test-time
 adaptation, SUTA: Lin et al., 2022). Alone, that makes the network surer and its greedy
 reading better, but the beam search worse; what serves is each warped copy heard twice, as it
-is and adapted, their probabilities averaged (models/results/adapt.md: TTS dev 27.29% ->
-26.36%, the held-out voices of TTS test 28.76% -> 27.54%, the real-speech prompts flat; the
-fit costs about 15 times the network's plain pass).
+is and adapted, their probabilities averaged: the adapted copy mends some of what the plain
+one mishears on unheard voices while the plain one keeps the second choices the search needs
+(experiments/adapt.md). The fit costs many plain passes of the network, which a file can
+afford and a live stream's latency cannot.
 
 The fit reads the recording before its first step, so it is for files (REST, `harken
 transcribe`, `harken eval`), not live streams. It needs gradients, from an fp32 copy of the
@@ -32,15 +33,16 @@ from torch import Tensor
 
 from models.ds2 import DS2, time_mask
 from models.warp import BLANK, warp_features
+from models.warp import InputTransforms as InputTransforms  # its home is models/warp.py
 
 F32 = npt.NDArray[np.float32]
 
 
 @dataclass(frozen=True)
 class AdaptConfig:
-    """How a recording's transform is fitted (the measured setting: models/results/adapt.md)."""
+    """How a recording's transform is fitted (the setting experiments/adapt.md measured)."""
 
-    steps: int = 5  # gradient steps (2 at rate 0.1 kept most of the gain at 2/5 of the cost)
+    steps: int = 5  # gradient steps (fewer at a higher rate keep part of the gain for less work)
     rate: float = 0.05  # Adam's learning rate, per step, in units of the features' spread
     # the fit reads at most this much of the start of a recording: its cost and memory grow
     # with the length, and a voice is learnt in far less (the rest is heard through it too)
@@ -57,8 +59,8 @@ class ProfileSchedule:
     """When a stream that adapts to its speaker fits the speaker's profile (the same fit over
     the stream's own audio so far, then heard through alone): first once `first_s` seconds of
     it have been stepped, then again each time they have doubled, until one reads `max_s`.
-    A profile fitted on the first 15 s already read TTS dev 1.3 points better; on a minute,
-    1.6-1.9; on two, no better (models/results/speaker.md)."""
+    Most of what a profile gives comes from its first 15 s and the rest within a minute; a
+    longer enrolment adds nothing, so the refits stop at `max_s` (experiments/speaker.md)."""
 
     first_s: float = 15.0
     max_s: float = 60.0
@@ -77,9 +79,9 @@ class ProfileSchedule:
 
     def config(self, first: bool) -> AdaptConfig:
         """How a fit runs: a stream's first (on 15 s) as one sequence, the later ones in
-        pieces. Cut into 5 s pieces, the first read TTS dev 0.9 points worse than whole
-        (26.58% against 25.65%) for 3/4 of the cost; on a minute, pieces read as well as one
-        sequence at a third of its cost (models/results/speaker.md)."""
+        pieces. A short first fit loses accuracy when cut into pieces and saves little, while
+        on a minute the pieces read as well as one sequence for a fraction of its cost: the
+        recurrent layers take fewer, wider steps (experiments/speaker.md)."""
         return dataclasses.replace(self.fit, piece_seconds=0.0) if first else self.fit
 
     def due(self, fitted_on_s: float, heard_s: float) -> bool:
@@ -89,25 +91,6 @@ class ProfileSchedule:
             return False
         wanted = 2 * fitted_on_s if fitted_on_s else self.first_s
         return heard_s >= min(wanted, self.max_s)
-
-
-@dataclass(frozen=True)
-class InputTransforms:
-    """A recording's fitted transforms: under warp candidate k, raw (warped) feature frames
-    x [T, F] are heard as x * gain[k] + offset[k]."""
-
-    gain: F32  # [K, F]
-    offset: F32  # [K, F]
-
-    @property
-    def candidates(self) -> int:
-        return len(self.gain)
-
-    def apply(self, feats: Tensor, k: int) -> Tensor:
-        """Candidate k's transform of raw frames [..., T, F] (their dtype and device)."""
-        gain = torch.from_numpy(self.gain[k]).to(feats.device, feats.dtype)
-        offset = torch.from_numpy(self.offset[k]).to(feats.device, feats.dtype)
-        return feats * gain + offset
 
 
 @dataclass

@@ -5,16 +5,16 @@ streams), where a step's cost is reading the recurrent weights, not arithmetic. 
 dynamically quantized GRU keeps them prepacked in int8 (a quarter of fp32's bytes) and runs
 such a step about 3x cheaper than fp32 or bf16 on the CPUs measured
 (`loadtest/results/xeon_amx_10streams/int8_step.md`). With one weight scale per output row
-it reads both dev sets as fp32 does; one scale per matrix cost 1.2 points of WER on real
-speech (`int8_eval/` there). Activations are quantized per call (one scale per input tensor),
-so a stream's numbers can differ slightly with the chunk and with the streams batched beside
-it: close to fp32, not bit-equal to it.
+it reads both dev sets as fp32 does; one scale per matrix is too coarse for real speech,
+whose rows differ in range (`int8_eval/` there). Activations are quantized per call (one scale
+per input tensor), so a stream's numbers can differ slightly with the chunk and with the
+streams batched beside it: close to fp32, not bit-equal to it.
 
 Convolutions, row convolution and the output layer stay fp32: they are a small part of a
-step, and int8 1-D convolutions (one scale per call for a batch's activations) saved 0-26% of
-a step but cost real speech a point of WER (`loadtest/results/int8_conv/`). The step-by-step
-fallback (`RecurrentLayer.scan`, for shapes the fused kernel cannot express) keeps the fp32
-weights too.
+step, and int8 1-D convolutions (one scale per call for a batch's activations) save little of
+a step and resolve real speech's small activations too coarsely
+(`experiments/loadtest_int8_conv.md`). The step-by-step fallback (`RecurrentLayer.scan`, for
+shapes the fused kernel cannot express) keeps the fp32 weights too.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from torch import Tensor, nn
 
 from models.ds2 import DS2, RecurrentLayer
 
-# one int8 scale per output row of each weight matrix: one per matrix cost her dev 1.2 points
-# (loadtest/results/xeon_amx_10streams/int8_accuracy.py swaps this to measure that)
+# one int8 scale per output row of each weight matrix: one per matrix is too coarse for real
+# speech (loadtest/results/xeon_amx_10streams/README.md; its probe that swapped this for the
+# per-matrix qconfig is at commit f01ef29)
 WEIGHT_QCONFIG = torch.ao.quantization.per_channel_dynamic_qconfig
 
 

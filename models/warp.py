@@ -37,10 +37,30 @@ from models.mixing import mix_numpy
 
 if TYPE_CHECKING:
     from models.ds2 import DS2
-    from models.input_adaptation import InputTransforms
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class InputTransforms:
+    """A recording's fitted transforms: under warp candidate k, raw (warped) feature frames
+    x [T, F] are heard as x * gain[k] + offset[k]. `models/input_adaptation.py` fits them
+    (and re-exports this class); they live here, below it, because `adapted_forward` hears
+    through them."""
+
+    gain: F32  # [K, F]
+    offset: F32  # [K, F]
+
+    @property
+    def candidates(self) -> int:
+        return len(self.gain)
+
+    def apply(self, feats: Tensor, k: int) -> Tensor:
+        """Candidate k's transform of raw frames [..., T, F] (their dtype and device)."""
+        gain = torch.from_numpy(self.gain[k]).to(feats.device, feats.dtype)
+        offset = torch.from_numpy(self.offset[k]).to(feats.device, feats.dtype)
+        return feats * gain + offset
 
 
 def warp_matrix(positions: Sequence[float], alpha: float, boundary: float = 0.6) -> F32:

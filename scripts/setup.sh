@@ -27,11 +27,11 @@ if [ "$PURPOSE" != --serve ]; then
              wine64 gcc-mingw-w64-x86-64  # RHVoice: its Windows DLL under wine, our front end
              asterisk-core-sounds-en-g722 asterisk-core-sounds-en  # real speech: prepare asterisk
              wordnet-base)  # general English for the LM: harken lm-text
-  EXTRAS="[synth,peers,bench]"
+  EXTRAS="[synth,peers,bench,plot]"
 fi
 if [ "$PURPOSE" = --test ]; then
   APT_PKGS+=(chromium)  # the browser page test
-  EXTRAS="[dev,bench,synth,peers]"
+  EXTRAS="[dev,bench,synth,peers,plot]"
 fi
 
 need_apt=()

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from server import openai_api, page, rest, ws_stream, ws_vosk
+from server import openai_api, page, rest, ws_realtime, ws_stream, ws_vosk
 from server.config import ServerConfig
 from server.engine import running_engine
 from server.errors import BadConfig, SessionError
@@ -31,6 +31,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.state.config = config
     app.include_router(ws_stream.router)
     app.include_router(ws_vosk.router)
+    app.include_router(ws_realtime.router)
     app.include_router(rest.router)
     app.include_router(openai_api.router)
     app.include_router(page.build_router())

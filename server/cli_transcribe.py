@@ -1,8 +1,10 @@
 """`harken transcribe FILE...`: one JSON line per file, with at least `file` and `text`.
 
-Without `--server` it loads the bundle and runs the server's own engine in-process; with
-`--server URL` it streams each file to a running server's `/v1/stream` over WebSocket.
-A file that fails prints `{"file", "error"}` and the exit status becomes 1.
+Without `--server` it loads the bundle and runs the server's own engine in-process, a file
+decoded and heard a block at a time (server/recording.py), so an hour-long one is never held
+whole; with `--server URL` it streams each file to a running server's
+`/v1/stream` over WebSocket (where the server's `--max-stream-s` applies). A file that fails
+prints `{"file", "error"}` and the exit status becomes 1.
 """
 
 from __future__ import annotations
@@ -10,12 +12,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
+from collections.abc import Mapping
+from contextlib import aclosing, closing
 from pathlib import Path
 from typing import Any
 
 from models.config import parse_bool
-from server.config import DECODERS, DEFAULT_BUNDLE, DEVICES, DTYPES
+from server.config import DECODERS, DEFAULT_BUNDLE, DEVICES, DTYPES, ENV_PREFIX, ServerConfig
 
 SAMPLE_RATE = 16000
 FRAME_SECONDS = 0.1  # audio per WebSocket frame when sending to a server
@@ -49,6 +54,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--adapt-steps", type=int, default=5, help="the fit's gradient steps")
     parser.add_argument("--adapt-rate", type=float, default=0.05, help="the fit's step rate")
+    parser.add_argument(
+        "--max-file-s",
+        type=float,
+        default=None,
+        help="longest file, in seconds, for in-process runs (default "
+        f"{ServerConfig.max_file_s:g}, or ${ENV_PREFIX}MAX_FILE_S, as for harken serve)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -69,9 +81,19 @@ def main(args: argparse.Namespace) -> int:
     return 1 if any("error" in r for r in results) else 0
 
 
+def _max_file_s(flag: float | None, env: Mapping[str, str]) -> float:
+    """The file length limit: the flag, else `HARKEN_MAX_FILE_S`, else the server's default."""
+    raw = flag if flag is not None else env.get(f"{ENV_PREFIX}MAX_FILE_S")
+    if raw is None:
+        return ServerConfig.max_file_s
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"max_file_s must be a float, got {raw!r}") from None
+
+
 async def _local(args: argparse.Namespace) -> list[dict[str, Any]]:
     from models.bundle import BundleError
-    from server.config import ServerConfig
     from server.engine import running_engine
 
     try:
@@ -88,6 +110,7 @@ async def _local(args: argparse.Namespace) -> list[dict[str, Any]]:
             warmup="first",
             decoder_processes=False,
             decoder_workers=1,
+            max_file_s=_max_file_s(args.max_file_s, os.environ),
         )
         adapt = args.adapt_input
         async with running_engine(config) as engine:
@@ -97,13 +120,12 @@ async def _local(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 async def _local_file(engine: Any, path: Path, words: bool, adapt: bool) -> dict[str, Any]:
-    from server.audio import decode_file
     from server.errors import SessionError
-    from server.session import transcribe
+    from server.recording import file_blocks, transcribe
 
     try:
-        audio = await asyncio.to_thread(decode_file, path.read_bytes(), engine.features.sample_rate)
-        _, final = await transcribe(engine, audio, adapt)
+        async with aclosing(file_blocks(path, engine)) as blocks:
+            _, final = await transcribe(engine, blocks, adapt)
     except (OSError, ValueError, SessionError) as e:
         return {"file": str(path), "error": str(e)}
     return _line(path, final.model_dump(), words)
@@ -113,15 +135,14 @@ def _remote(server: str, path: Path, words: bool) -> dict[str, Any]:
     from websockets.exceptions import ConnectionClosed, InvalidURI, WebSocketException
     from websockets.sync.client import connect
 
-    from server.audio import decode_file
+    from server.audio import decode_blocks
 
     url = (
         server.rstrip("/").replace("http://", "ws://", 1).replace("https://", "wss://", 1)
         + "/v1/stream"
     )
     try:
-        audio = decode_file(path.read_bytes(), SAMPLE_RATE)
-        with connect(url, max_size=None) as ws:
+        with closing(decode_blocks(path, SAMPLE_RATE)) as blocks, connect(url, max_size=None) as ws:
             ws.send(
                 json.dumps(
                     {
@@ -133,8 +154,9 @@ def _remote(server: str, path: Path, words: bool) -> dict[str, Any]:
                 )
             )
             step = int(SAMPLE_RATE * FRAME_SECONDS)
-            for i in range(0, len(audio), step):
-                ws.send(audio[i : i + step].astype("<f4").tobytes())
+            for block in blocks:
+                for i in range(0, len(block), step):
+                    ws.send(block[i : i + step].astype("<f4").tobytes())
             ws.send(json.dumps({"type": "eos"}))
             reply = json.loads(ws.recv())
     except (OSError, ValueError, ConnectionClosed, InvalidURI, WebSocketException) as e:

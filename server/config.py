@@ -109,7 +109,10 @@ class ServerConfig:
     # Negative keeps the bundle's; 0 turns it off; at most 1
     lookahead: float = -1.0
     max_upload_mb: float = 25.0  # REST upload limit (OpenAI's is 25 MB); larger gets 413
-    max_stream_s: float = 600.0  # longest audio one stream or file may carry, in seconds
+    max_stream_s: float = 600.0  # longest audio one live stream may carry, in seconds
+    # longest file (REST, `harken transcribe`), in seconds: a file is decoded and heard a
+    # block at a time (server/recording.py), so its audio is never held whole
+    max_file_s: float = 14400.0
     idle_timeout_s: float = 30.0  # a WebSocket silent this long is closed
     # a WebSocket client that leaves results unread this long, with more than the 64 KiB
     # the server buffers per connection waiting, is dropped (close 1008, slow_reader)
@@ -154,7 +157,13 @@ class ServerConfig:
             f"load_chunk_ms must be 0 (off) or a multiple of the 10 ms hop, got {self.load_chunk_ms}",
         )
         _check(self.load_wait_ms >= 0, f"load_wait_ms must be >= 0, got {self.load_wait_ms}")
-        for name in ("max_upload_mb", "max_stream_s", "idle_timeout_s", "send_timeout_s"):
+        for name in (
+            "max_upload_mb",
+            "max_stream_s",
+            "max_file_s",
+            "idle_timeout_s",
+            "send_timeout_s",
+        ):
             _check(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
         _check(self.torch_threads >= 0, f"torch_threads must be >= 0, got {self.torch_threads}")
         _check(self.max_delay_ms >= 0, f"max_delay_ms must be >= 0, got {self.max_delay_ms}")
@@ -212,6 +221,59 @@ def _check(ok: bool, message: str) -> None:
 
 _FLAGS = [f for f in dataclasses.fields(ServerConfig) if f.name != "auth_tokens"]
 
+# each flag's line in `harken serve --help`: what it does, and what a placeholder value means
+# (the field comments above say why)
+HELP = {
+    "host": "interface to listen on",
+    "port": "TCP port to listen on; 0 picks a free one",
+    "bundle": "model bundle directory to serve",
+    "device": "where the acoustic model runs",
+    "dtype": "model precision; auto: fp16 on CUDA, on a CPU the fastest measured for its kind",
+    "policy": "Batch Dispatch: eager (a batch as soon as the last ends), timeout (wait up to "
+    "--max-delay-ms for a fuller one) or none (one stream per step)",
+    "max_batch": "most streams in one model step",
+    "warmup": "model step shapes compiled before /readyz answers: background (a stream's own, "
+    "the rest while idle), all, or first (a stream's own only)",
+    "max_delay_ms": "with --policy timeout: the longest a chunk waits for a fuller batch",
+    "max_streams": "concurrent streams (WebSocket and REST); more get close 1013 / 503",
+    "chunk_ms": "audio per model step of a live stream (a multiple of the 10 ms hop)",
+    "max_chunk_ms": "most audio one stream sends through one step (a backlog, a file)",
+    "load_chunk_ms": "audio per live step while the model lags (--load-wait-ms); 0 keeps "
+    "--chunk-ms at any load",
+    "load_wait_ms": "mean wait of chunks for their step past which live streams step in "
+    "--load-chunk-ms",
+    "vosk_endpoint_ms": "/vosk: trailing silence that ends a result; 0: results only at eof",
+    "decoder_workers": "beam search workers; a stream always decodes on the same one",
+    "decoder_processes": "each decoder worker in its own process (false: threads here)",
+    "torch_threads": "intra-op threads of the model step; 0 keeps torch's default",
+    "speaker_adaptation": "the bundle's frequency-warp speaker adaptation, where it has one",
+    "ensemble": "every network of an ensemble bundle (false: its own network alone, faster)",
+    "adapt_files": "hear every file through input transforms fitted to it first (a request's "
+    "adapt_input overrides)",
+    "adapt_steps": "gradient steps of a file's or a speaker's input fit",
+    "adapt_rate": "step rate of a file's or a speaker's input fit",
+    "adapt_speakers": "live streams fit a profile of their speaker and hear the rest through "
+    "it (a stream's adapt_speaker overrides)",
+    "profile_first_s": "seconds of a stream its speaker's first profile is fitted on",
+    "profile_max_s": "seconds of a stream its speaker's last profile is fitted on (refitted "
+    "each time the audio has doubled until then)",
+    "decoder": "beam (with the bundle's LM when it has one) or greedy (best symbol per frame)",
+    "beam_size": "beams the search keeps; 0 keeps the bundle's decoder.json value",
+    "beam_threshold": "how far below the best a beam may score and stay; 0 keeps the bundle's",
+    "blank_penalty": "taken off every frame's blank log-prob before the search (higher keeps "
+    "more characters); 0 turns it off, -1 (any negative) keeps the bundle's",
+    "lookahead": "share of a partial word's best unigram score it pays before it ends, at most "
+    "1; 0 turns it off, -1 (any negative) keeps the bundle's",
+    "max_upload_mb": "largest REST upload, in MB (OpenAI's is 25); larger gets 413",
+    "max_stream_s": "longest live stream (WebSocket), in seconds; longer is closed with too_long",
+    "max_file_s": "longest file (REST, harken transcribe), in seconds; longer gets 413 too_long",
+    "idle_timeout_s": "a WebSocket silent this long is closed",
+    "send_timeout_s": "a WebSocket client that leaves results unread this long is dropped",
+    "malloc_trim_s": "seconds between handing freed heap memory back to the system; 0: never",
+    "shutdown_grace_s": "on SIGTERM, how long streams in flight may finish",
+    "log_level": "uvicorn's log level (critical, error, warning, info, debug, trace)",
+}
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One `--flag` per field (default: from the environment, else the field default)."""
@@ -229,7 +291,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             type=kind,
             choices=choices,
             default=None,
-            help=f"default {f.default!r}, or ${ENV_PREFIX}{f.name.upper()}",
+            help=f"{HELP[f.name]} (default {f.default}, or ${ENV_PREFIX}{f.name.upper()})",
         )
     parser.add_argument(
         "--auth-tokens-file",

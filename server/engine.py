@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from decoder.beam import warm_up
+from decoder.loading import DECODER_JSON, read_decoder_json
 from models.config import ModelConfig
 from models.ensemble import alone_search
 from models.input_adaptation import AdaptConfig
@@ -53,6 +54,7 @@ async def running_engine(
         torch.set_num_threads(config.torch_threads)  # process-wide, as torch allows
     dtype, why = resolve_dtype(config.dtype, config.device)
     log.info("model precision %s (%s)", dtype, why)
+    adaptation = AdaptConfig(steps=config.adapt_steps, rate=config.adapt_rate)
     runner = await asyncio.to_thread(
         runner_for_bundle,
         config.bundle,
@@ -60,13 +62,15 @@ async def running_engine(
         dtype,
         config.speaker_adaptation,
         config.ensemble,
-        AdaptConfig(steps=config.adapt_steps, rate=config.adapt_rate),
+        adaptation,
     )
     # what a speaker's profile token names its network by
     network = await asyncio.to_thread(network_digest, Path(config.bundle) / "model.safetensors")
     if isinstance(runner, EnsembleRunner):
         shares = ", ".join(f"{w:.2f}" for w in runner.weights)
         log.info("ensemble of %d networks, shares of the mean %s", len(runner.runners), shares)
+    if config.decoder == "beam":
+        _log_language_model(Path(config.bundle))
     model = runner.model.config
     # the flags' settings over the bundle's own network's, when it is heard without its members
     search = config.search if config.ensemble else {**alone_search(config.bundle), **config.search}
@@ -127,7 +131,9 @@ async def running_engine(
             load_chunk_frames=load_chunk_frames,
             load_wait_s=config.load_wait_ms / 1000,
             max_samples=int(config.max_stream_s * model.features.sample_rate),
+            max_file_samples=int(config.max_file_s * model.features.sample_rate),
             frame_seconds=model.frame_seconds,
+            fit_input_s=adaptation.max_seconds,
             model_states=lambda: runner.streams,
             step_shapes=lambda: runner.shapes,
             fit_input=runner.fit_input,
@@ -148,6 +154,23 @@ async def running_engine(
         for process in processes:
             process.close()
         runner.close()
+
+
+def _log_language_model(bundle: Path) -> None:
+    """Say at load which LM the search reads, or that it reads none: a bundle without a
+    decoder.json reads many more words wrong, and nothing else would tell."""
+    try:
+        doc = read_decoder_json(bundle)
+    except FileNotFoundError:
+        log.warning(
+            "language model: none; %s has no %s, so the beam search hears the network alone "
+            "(harken build-lm builds an LM into a bundle)",
+            bundle,
+            DECODER_JSON,
+        )
+        return
+    mixed = "".join(f", mixed with {m.get('lm')} at {m.get('weight')}" for m in doc.get("mix", []))
+    log.info("language model: %s%s (%s)", doc.get("lm"), mixed, bundle / DECODER_JSON)
 
 
 def frames(model: ModelConfig, ms: int) -> int:

@@ -85,10 +85,6 @@ class NotFound(ClientError):
     http_status = 404
 
 
-class ModelNotFound(NotFound):
-    code = "model_not_found"
-
-
 class MethodNotAllowed(ClientError):
     code = "method_not_allowed"
     http_status = 405

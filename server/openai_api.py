@@ -14,7 +14,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
-from server.errors import MethodNotAllowed, ModelNotFound, NotFound, Unsupported
+from server.errors import MethodNotAllowed, NotFound, Unsupported
 from server.protocol import OpenAIError, OpenAIErrorBody, OpenAIModel, OpenAIModelList
 from server.rest import openai_error
 from server.transport import authorize, resources
@@ -33,14 +33,11 @@ async def models(request: Request) -> OpenAIModelList:
 
 @router.get("/v1/models/{model_id:path}")
 async def model(model_id: str, request: Request) -> OpenAIModel:
+    """Any name, as the served bundle: transcriptions take any model name (a client written
+    for OpenAI asks for `whisper-1`), so every name resolves, to the model that hears it."""
     res = resources(request)
     authorize(request, res.config.auth_tokens)
-    served = served_model(res.config.bundle)
-    if model_id != served.id:
-        raise ModelNotFound(
-            f"the model {model_id!r} does not exist here; this server serves {served.id!r}"
-        )
-    return served
+    return served_model(res.config.bundle).model_copy(update={"id": model_id})
 
 
 @router.post("/v1/audio/translations")

@@ -1,4 +1,5 @@
-"""Wire messages of `/v1/stream`, `/vosk` and the OpenAI-compatible REST endpoint.
+"""Wire messages of `/v1/stream`, `/vosk` and the OpenAI-compatible REST endpoint (OpenAI's
+Realtime events are in server/realtime_protocol.py).
 
 Client messages are validated here, at the boundary, with errors that say what to change;
 server messages are plain pydantic models dumped to JSON. `loadtest/` imports this module
@@ -15,6 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 MIN_RATE, MAX_RATE = 8000, 48000
 Encoding = Literal["pcm_s16le", "f32le"]
 M = TypeVar("M", bound=BaseModel)
+# phrases the decoder favours: /v1/stream's `hotwords`, Vosk's `phrase_list`, the Realtime
+# `keywords` (server/hotwords.py normalises them as transcripts are)
+HotwordList = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=100)
+]
 # configs and controls are flat objects; a deeper message is refused the same way whether or
 # not json.loads reaches the interpreter's recursion limit on it (which depends on the stack)
 MAX_JSON_DEPTH = 32
@@ -42,9 +48,7 @@ class StreamConfig(BaseModel):
     partials: bool = True  # send partial results as the transcript changes
     n_best: Annotated[int, Field(ge=1, le=10)] = 1  # hypotheses in the final (1 + alternatives)
     word_timestamps: bool = True  # words with start/end/conf in the final
-    hotwords: Annotated[
-        list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=100)
-    ] = []
+    hotwords: HotwordList = []
     # trailing silence that ends a segment with a final (several finals per stream); 0: off
     endpoint_ms: Annotated[int, Field(ge=0, le=10000)] = 0
     # fit a profile of the speaker from the stream's audio and hear the rest through it
@@ -97,11 +101,20 @@ class Final(BaseModel):
     words: list[Word]
     alternatives: list[Alternative]  # the n-best after the first, best first
     start: float = 0.0  # where this final's segment starts (after an endpoint), in seconds
-    duration: float  # seconds of audio in the stream so far
+    duration: float  # seconds of this final's segment (the whole stream without endpoints)
 
 
 class Error(BaseModel):
     type: Literal["error"] = "error"
+    code: str
+    message: str
+
+
+class StreamWarning(BaseModel):
+    """Something of the config left out while the stream goes on (a hotword with nothing to
+    spell); unlike an error, no close follows."""
+
+    type: Literal["warning"] = "warning"
     code: str
     message: str
 
@@ -118,7 +131,7 @@ def parse_control(text: str) -> EndOfStream:
 
 
 def _parse(model: type[M], text: str, expected: str, hint: str) -> M:
-    data = _json_object(text)
+    data = json_object(text)
     got = data.get("type")
     if got != expected:
         raise ProtocolError(
@@ -148,7 +161,8 @@ def _too_deep() -> ProtocolError:
     )
 
 
-def _json_object(text: str) -> dict[str, Any]:
+def json_object(text: str) -> dict[str, Any]:
+    """A text message as a JSON object, or a ProtocolError (`bad_message`) that says why not."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -233,7 +247,7 @@ class VoskPartial(BaseModel):
 def parse_vosk_text(text: str) -> VoskConfig | VoskControl:
     """A Vosk text message: `{"config": {...}}`, `{"eof" : 1}` or `{"reset" : 1}` (those
     exact strings, with their space, are what Vosk's clients send; any spacing is taken)."""
-    data = _json_object(text)
+    data = json_object(text)
     if "eof" in data:
         return "eof"
     if "reset" in data:

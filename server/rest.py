@@ -1,10 +1,13 @@
 """`POST /v1/audio/transcriptions`, compatible with OpenAI's API (and its Python client).
 
 A file goes through the same Session and Batch Dispatch as a live stream, only in larger
-steps; with `stream=true` its transcript comes as server-sent events (server/rest_stream.py).
-`model` may name anything, as OpenAI's clients insist on one: `GET /v1/models` lists the
-served bundle's name. Errors use OpenAI's shape, `{"error": {"message", "type", "param",
-"code"}}`. Beyond OpenAI's fields, `adapt_input` (default: the server's `--adapt-files`) hears
+steps, decoded a block at a time (server/recording.py), so an hour-long file is never held
+whole; with `stream=true` its transcript comes as server-sent events
+(server/rest_stream.py). `model` may name anything, as OpenAI's clients insist on one:
+`GET /v1/models` lists the served bundle's name. `prompt`'s phrases (separated by commas)
+become hotwords, normalised as transcripts are (server/hotwords.py). Errors use OpenAI's
+shape, `{"error": {"message", "type", "param", "code"}}`. Beyond OpenAI's fields,
+`adapt_input` (default: the server's `--adapt-files`) hears
 the file through input transforms fitted to it first (`models/input_adaptation.py`), and
 `speaker_profile` (a token from a `/v1/stream` that adapted to the speaker: server/profiles.py)
 hears it through that speaker's profile instead.
@@ -12,33 +15,27 @@ hears it through that speaker's profile instead.
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterable, Mapping, Sequence
+from contextlib import aclosing
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Request, UploadFile
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from models.input_adaptation import InputTransforms
-from server.audio import F32, AudioError, decode_file
-from server.errors import (
-    BadAudio,
-    BadConfig,
-    EmptyAudio,
-    SessionError,
-    StreamTooLong,
-    UnsupportedFormat,
-    UploadTooLarge,
-)
+from server.audio import F32
+from server.errors import BadConfig, EmptyAudio, SessionError, UploadTooLarge
+from server.hotwords import prompt_hotwords
 from server.protocol import RESPONSE_FORMATS, Final, OpenAIError, OpenAIErrorBody
+from server.recording import file_blocks, opened, transcribe
 from server.rest_stream import stream_transcript
-from server.session import transcribe
 from server.subtitles import segments, srt, verbose, vtt
 from server.transport import Resources, authorize, client_profile, observe_final, resources
 
 router = APIRouter()
 _MULTIPART_OVERHEAD = 64 * 1024  # form fields and boundaries around the file
+_RAISE_UPLOAD = " (the server's --max-upload-mb, or HARKEN_MAX_UPLOAD_MB, raises it)"
 
 
 @router.post("/v1/audio/transcriptions", response_model=None)
@@ -51,7 +48,7 @@ async def transcriptions(
         list[str] | None, Form(alias="timestamp_granularities[]")
     ] = None,
     language: Annotated[str | None, Form()] = None,
-    prompt: Annotated[str | None, Form()] = None,
+    prompt: Annotated[str | None, Form(max_length=4096)] = None,
     temperature: Annotated[float | None, Form()] = None,
     stream: Annotated[bool, Form()] = False,
     adapt_input: Annotated[bool | None, Form()] = None,
@@ -61,6 +58,11 @@ async def transcriptions(
     authorize(request, res.config.auth_tokens)
     granularities = set(timestamp_granularities or ["segment"])
     _validate(response_format, granularities, language, stream)
+    try:
+        hotwords = prompt_hotwords(prompt or "")
+    except ValueError as e:
+        res.metrics.errors.labels(BadConfig.code).inc()
+        return openai_error(BadConfig(str(e)), param="prompt")
     try:
         profile = client_profile(res.engine, speaker_profile)
         if profile is not None and adapt_input:
@@ -77,11 +79,15 @@ async def transcriptions(
         else (res.config.adapt_files if adapt_input is None else adapt_input)
     )
     data = await _read_upload(file, res.config.max_upload_bytes)
+    if not data:
+        raise EmptyAudio("the uploaded file is empty")
     if stream:
         res.slots.check()
-        return stream_transcript(res, await _decode(res, data), adapt, profile)
+        blocks = await opened(file_blocks(data, res.engine))
+        return stream_transcript(res, blocks, adapt, profile, hotwords)
     with res.slots.hold():
-        final = await _transcribe(res, await _decode(res, data), adapt, profile)
+        async with aclosing(file_blocks(data, res.engine)) as blocks:
+            final = await _transcribe(res, blocks, adapt, profile, hotwords)
     res.metrics.streams.labels("rest").inc()
     return _respond(final, response_format, granularities)
 
@@ -90,7 +96,9 @@ def check_upload_size(request: Request, limit: int) -> None:
     """Refuse a too-large body from its Content-Length, before reading it."""
     length = request.headers.get("content-length")
     if length and length.isdigit() and int(length) > limit + _MULTIPART_OVERHEAD:
-        raise UploadTooLarge(f"the upload is {int(length)} bytes; the limit is {limit} bytes")
+        raise UploadTooLarge(
+            f"the upload is {int(length)} bytes; the limit is {limit} bytes{_RAISE_UPLOAD}"
+        )
 
 
 def _validate(
@@ -116,31 +124,24 @@ def _validate(
 
 async def _read_upload(file: UploadFile, limit: int) -> bytes:
     if file.size is not None and file.size > limit:
-        raise UploadTooLarge(f"the file is {file.size} bytes; the limit is {limit} bytes")
+        raise UploadTooLarge(
+            f"the file is {file.size} bytes; the limit is {limit} bytes{_RAISE_UPLOAD}"
+        )
     data = await file.read(limit + 1)
     if len(data) > limit:
-        raise UploadTooLarge(f"the file is larger than the {limit} bytes allowed")
+        raise UploadTooLarge(f"the file is larger than the {limit} bytes allowed{_RAISE_UPLOAD}")
     return data
 
 
-async def _decode(res: Resources, data: bytes) -> F32:
-    """The uploaded file as mono float32 at the model's rate (off the event loop)."""
-    if not data:
-        raise EmptyAudio("the uploaded file is empty")
-    try:
-        return await asyncio.to_thread(
-            decode_file, data, res.engine.features.sample_rate, res.config.max_stream_s
-        )
-    except AudioError as e:
-        kind = {"unsupported_format": UnsupportedFormat, "too_long": StreamTooLong}
-        raise kind.get(e.code, BadAudio)(str(e)) from None
-
-
 async def _transcribe(
-    res: Resources, audio: F32, adapt_input: bool, profile: InputTransforms | None
+    res: Resources,
+    blocks: AsyncIterable[F32],
+    adapt_input: bool,
+    profile: InputTransforms | None,
+    hotwords: Sequence[str],
 ) -> Final:
     began = time.perf_counter()
-    session, final = await transcribe(res.engine, audio, adapt_input, profile)
+    session, final = await transcribe(res.engine, blocks, adapt_input, profile, hotwords)
     observe_final(res, session, began)
     return final
 

@@ -4,17 +4,19 @@
     data: {"type": "transcript.text.delta", "delta": " is nice today"}
     data: {"type": "transcript.text.done", "text": "the weather is nice today"}
 
-The file runs through a session in steps as a live stream does, and each delta is what
-the partials' `stable` words add (the decoder never takes those back), then what the final
-adds to them: the deltas add up to the final text. Errors found before the first event
-(format, size, length, capacity) are ordinary HTTP errors; one after it is an event in
-OpenAI's error shape, which OpenAI's client raises as an APIError.
+The file runs through a session in steps as a live stream does, decoded a block at a time
+(server/recording.py), and each delta is what the partials' `stable` words add (the decoder
+never takes those back), then what the final adds to them: the deltas add up to the final
+text. Errors found before the first event (format, size, capacity, a file that does not
+decode at all) are ordinary HTTP errors; one after it (a file longer than `--max-file-s`, a
+later block that is not audio) is an event in OpenAI's error shape, which OpenAI's client
+raises as an APIError.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
@@ -30,34 +32,39 @@ from server.protocol import (
     TextDelta,
     TextDone,
 )
-from server.session import Options, Session, Update, check_recording, fit_recording
+from server.recording import hear
+from server.session import Options, Session, Update
 from server.transport import Resources, log, observe_final
 
 
 def stream_transcript(
     res: Resources,
-    audio: F32,
+    blocks: AsyncGenerator[F32, None],
     adapt_input: bool = False,
     profile: InputTransforms | None = None,
+    hotwords: Sequence[str] = (),
 ) -> StreamingResponse:
-    """The events of `audio` (mono float32 at the model's rate; with `adapt_input`, heard
-    through transforms fitted to it before the first event); the caller has checked that a
-    stream slot is free."""
-    check_recording(res.engine, audio)
+    """The events of a file's `blocks` (mono float32 at the model's rate, closed at the end;
+    with `adapt_input`, heard through transforms fitted to it before the first event); the
+    caller has checked that a stream slot is free."""
     return StreamingResponse(
-        _events(res, audio, adapt_input, profile),
+        _events(res, blocks, adapt_input, profile, hotwords),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache"},
     )
 
 
 async def _events(
-    res: Resources, audio: F32, adapt_input: bool, profile: InputTransforms | None
+    res: Resources,
+    blocks: AsyncGenerator[F32, None],
+    adapt_input: bool,
+    profile: InputTransforms | None,
+    hotwords: Sequence[str],
 ) -> AsyncIterator[str]:
     sent = ""
     try:
         with res.slots.hold():
-            async for update in _updates(res, audio, adapt_input, profile):
+            async for update in _updates(res, blocks, adapt_input, profile, hotwords):
                 if isinstance(update, SpeakerProfile):
                     continue  # a file's session never fits one (no adapt_speaker)
                 text = update.text if isinstance(update, Final) else update.stable
@@ -71,27 +78,29 @@ async def _events(
         res.metrics.errors.labels(e.code).inc()
         body = OpenAIErrorBody(message=e.message, type=e.openai_type, code=e.code)
         yield _sse(OpenAIError(error=body))
+    finally:
+        await blocks.aclose()
 
 
 async def _updates(
-    res: Resources, audio: F32, adapt_input: bool, profile: InputTransforms | None
+    res: Resources,
+    blocks: AsyncGenerator[F32, None],
+    adapt_input: bool,
+    profile: InputTransforms | None,
+    hotwords: Sequence[str],
 ) -> AsyncIterator[Update]:
     """Partials as the file is decoded, in pieces of `max_chunk_frames`, then the final."""
-    engine, rate = res.engine, res.engine.features.sample_rate
     began = time.perf_counter()
-    transforms = await fit_recording(engine, audio) if adapt_input else None
-    options = Options(sample_rate=rate, word_timestamps=False)
-    session = Session(engine, options, transforms=transforms, profile=profile)
-    piece = engine.max_chunk_frames * engine.features.hop
-    try:
-        await session.start()
-        for lo in range(0, len(audio), piece):
-            for update in await session.feed(audio[lo : lo + piece]):
-                yield update
-        yield await session.finish()
-        observe_final(res, session, began)
-    finally:
-        session.close()
+    options = Options(
+        sample_rate=res.engine.features.sample_rate,
+        word_timestamps=False,
+        hotwords=tuple(hotwords),
+        file=True,
+    )
+    session = Session(res.engine, options, profile=profile)
+    async for update in hear(session, blocks, adapt_input):
+        yield update
+    observe_final(res, session, began)
 
 
 def _delta(sent: str, text: str) -> str:

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from models.config import FeatureConfig
-from models.features import StreamingFeaturizer, featurize
+from models.features import StreamingFeaturizer
 from models.input_adaptation import AdaptConfig, InputTransforms, ProfileSchedule
 from server.audio import Resampler
 from server.decoding import DecoderPool, DecoderStream, HypothesisLike
@@ -66,6 +66,7 @@ class Options:
     hotwords: tuple[str, ...] = ()
     endpoint_ms: int = 0  # trailing silence (blank frames) that ends a segment; 0: never
     alternative_words: bool = False  # the alternatives carry timed words too (Vosk's do)
+    file: bool = False  # a recording (REST, `harken transcribe`): the file length limit applies
     # fit a profile of the speaker from the stream's own speech and hear the rest through it
     # (`Engine.fit_profile`; models/results/speaker.md)
     adapt_speaker: bool = False
@@ -105,8 +106,10 @@ class Engine:
     features: FeatureConfig
     chunk_frames: int  # frames per live step: a multiple of the model's time stride
     max_chunk_frames: int  # most frames in one step when audio is backlogged
-    max_samples: int  # longest stream, in 16 kHz samples
+    max_samples: int  # longest live stream, in samples at the model's rate
+    max_file_samples: int  # longest recording (REST, `harken transcribe`), the same way
     frame_seconds: float  # seconds per model output frame (hop x time stride)
+    fit_input_s: float = 30.0  # the start of a recording its input transforms are fitted on
     load_chunk_frames: int = 0  # frames per live step while the model lags; 0: chunk_frames
     load_wait_s: float = 0.0  # the lag (mean queue wait) past which load_chunk_frames apply
     model_states: Callable[[], int] = lambda: 0  # streams whose recurrent state the model holds
@@ -168,6 +171,10 @@ class _Segment:
         """Where its first model frame sits in the stream."""
         return self.start_s + self.skipped_s
 
+    def end_s(self, frame_seconds: float) -> float:
+        """Where its last model frame so far ends in the stream: where the next one starts."""
+        return self.origin_s + self.frames * frame_seconds
+
     def observe(self, log_probs: F32) -> None:
         """Account for the next output frames [t, V] (blank at index 0)."""
         speech = np.flatnonzero(log_probs.argmax(axis=1) != 0)
@@ -227,8 +234,8 @@ class Session:
     _undecoded: list[F32] = field(default_factory=list)
     _last_text: str = ""
     _segment: _Segment = field(default_factory=_Segment)
-    # fitted to the whole recording before it starts (files only: `transcribe`); they go
-    # with the stream's first chunk and the runner keeps them
+    # fitted to the start of a recording before it starts (files only: server/recording.py);
+    # they go with the stream's first chunk and the runner keeps them
     transforms: InputTransforms | None = None
     # the speaker's profile (Options.adapt_speaker) and what it takes to fit and send it
     profile: InputTransforms | None = None
@@ -291,14 +298,14 @@ class Session:
         await self._step(tail, last=True)
         hypotheses = await self._decode("finalize")
         self.state = State.DONE
-        return self._final(hypotheses)
+        return self._final(hypotheses, self.duration)
 
     async def _end_segment(self) -> Final:
         """Endpoint: finalise this segment's decoder stream and start the next one."""
         hypotheses = await self._decode("finalize")
-        final = self._final(hypotheses)
-        seg = self._segment
-        self._segment = _Segment(start_s=seg.origin_s + seg.frames * self.engine.frame_seconds)
+        end = self._segment.end_s(self.engine.frame_seconds)
+        final = self._final(hypotheses, end)
+        self._segment = _Segment(start_s=end)
         self._decoder = await self._new_decoder()
         self._last_text = ""
         return final
@@ -312,12 +319,12 @@ class Session:
         await self._run_full_chunks(None)
         tail, self._frames = self._frames, self._frames[:0]
         await self._step(tail, last=True)
-        final = self._final(await self._decode("finalize"))
-        seg = self._segment
+        end = self._segment.end_s(self.engine.frame_seconds)
+        final = self._final(await self._decode("finalize"), end)
         self.engine.dispatcher.close_stream(self.stream)
         self.stream = self.engine.dispatcher.open_stream()
         self._profile.unsent = self.profile is not None  # the new model stream needs it too
-        self._segment = _Segment(start_s=seg.origin_s + seg.frames * self.engine.frame_seconds)
+        self._segment = _Segment(start_s=end)
         self._decoder = await self._new_decoder()
         self._last_text = ""
         return final
@@ -353,13 +360,10 @@ class Session:
 
     def _count(self, n: int) -> None:
         self.timing.samples += n
-        limit = (
-            self.engine.max_samples * self.options.sample_rate // self.engine.features.sample_rate
-        )
-        if self.timing.samples > limit:
-            raise StreamTooLong(
-                f"the stream is longer than the {limit / self.options.sample_rate:.0f} s allowed"
-            )
+        engine, rate = self.engine, self.options.sample_rate
+        most = engine.max_file_samples if self.options.file else engine.max_samples
+        if self.timing.samples > most * rate // engine.features.sample_rate:
+            raise too_long(most / engine.features.sample_rate, self.options.file)
 
     def _add_frames(self, samples: F32, last: bool) -> None:
         """Resample now; featurize only once a step's worth of frames is there (or at the
@@ -517,7 +521,8 @@ class Session:
         self._last_text = hyp.text
         return Partial(text=hyp.text, stable=hyp.stable_text)
 
-    def _final(self, hypotheses: Sequence[HypothesisLike]) -> Final:
+    def _final(self, hypotheses: Sequence[HypothesisLike], end_s: float) -> Final:
+        """The segment's result; it ends at `end_s` in the stream (the end of its audio)."""
         best = hypotheses[0] if hypotheses else None
         start, origin = self._segment.start_s, self._segment.origin_s
         words = [] if best is None or not self.options.word_timestamps else _words(best, origin)
@@ -528,7 +533,8 @@ class Session:
             words=words,
             alternatives=alternatives,
             start=round(start, 3),
-            duration=self.duration,
+            # from the rounded times, so that a segment's start plus duration is the next start
+            duration=round(max(round(end_s, 3) - round(start, 3), 0.0), 3),
         )
 
     def _alternative(self, hyp: HypothesisLike, origin: float) -> Alternative:
@@ -542,50 +548,14 @@ class Session:
             raise OutOfOrder(f"cannot {action} in state {self.state.value!r}")
 
 
-def check_recording(engine: Engine, audio: F32) -> None:
-    """Refuse a whole recording (mono float32 at the model's rate) that is empty or too
-    long, before any of it is decoded."""
-    rate = engine.features.sample_rate
-    if len(audio) == 0:
-        raise EmptyAudio("the audio holds no samples")
-    if len(audio) > engine.max_samples:
-        limit = engine.max_samples / rate
-        raise StreamTooLong(
-            f"the audio is {len(audio) / rate:.0f} s long; the limit is {limit:.0f} s"
-        )
-
-
-async def transcribe(
-    engine: Engine, audio: F32, adapt_input: bool = False, profile: InputTransforms | None = None
-) -> tuple[Session, Final]:
-    """A whole recording (mono float32 at the model's rate) through a session: the same
-    Batch Dispatch as live streams, in steps of up to `max_chunk_frames`; with `adapt_input`,
-    heard through input transforms fitted to it first (`models/input_adaptation.py`); with a
-    speaker's `profile` (one or the other), through that."""
-    check_recording(engine, audio)
-    transforms = await fit_recording(engine, audio) if adapt_input else None
-    options = Options(sample_rate=engine.features.sample_rate, partials=False)
-    session = Session(engine, options, transforms=transforms, profile=profile)
-    try:
-        await session.start()
-        await session.feed(audio)
-        return session, await session.finish()
-    finally:
-        session.close()
-
-
-async def fit_recording(engine: Engine, audio: F32) -> InputTransforms:
-    """Input transforms of a whole recording (mono float32 at the model's rate), fitted on
-    the frames its session will send (the featurizer skips the same leading silence)."""
-    if engine.fit_input is None:
-        raise BadConfig("this server cannot adapt to a file's input (no model to fit with)")
-    feats = await asyncio.to_thread(featurize, audio, engine.features)
-    if len(feats) == 0:
-        raise EmptyAudio("the audio is too short to adapt to: not one frame of features")
-    try:
-        return await engine.fit_input(feats)
-    except Exception as e:
-        raise ModelFailed(f"fitting the input adaptation failed: {e}") from e
+def too_long(seconds: float, file: bool) -> StreamTooLong:
+    """The refusal of audio past the limit of a live stream or a file, naming the flag (of
+    `harken serve`, and of `harken transcribe` for files) and variable that raise it."""
+    what, flag = ("file", "max_file_s") if file else ("stream", "max_stream_s")
+    return StreamTooLong(
+        f"the {what} is longer than the {seconds:g} s allowed; "
+        f"--{flag.replace('_', '-')} (or HARKEN_{flag.upper()}) raises the limit"
+    )
 
 
 def _words(hyp: HypothesisLike, offset: float) -> list[Word]:
@@ -608,6 +578,5 @@ __all__ = [
     "SessionError",
     "State",
     "Update",
-    "check_recording",
-    "transcribe",
+    "too_long",
 ]

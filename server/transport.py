@@ -6,6 +6,7 @@ import asyncio
 import hmac
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fastapi import WebSocket
@@ -86,14 +87,21 @@ async def receive(ws: WebSocket, idle_timeout: float) -> bytes | str:
 
 
 async def close_with_error(
-    ws: WebSocket, error: SessionError, metrics: Metrics, wire: bool = True
+    ws: WebSocket,
+    error: SessionError,
+    metrics: Metrics,
+    wire: bool = True,
+    render: Callable[[SessionError], str] | None = None,
 ) -> None:
-    """Tell the client what went wrong (unless the protocol has no error message) and close."""
+    """Tell the client what went wrong (unless the protocol has no error message: `wire`;
+    `render`: the protocol's own error message, as JSON text) and close."""
     metrics.errors.labels(error.code).inc()
     if ws.client_state is not WebSocketState.CONNECTED:
         return
     try:
-        if wire:
+        if wire and render is not None:
+            await ws.send_text(render(error))
+        elif wire:
             await ws.send_json(Error(code=error.code, message=error.message).model_dump())
         await ws.close(error.ws_close, reason=_reason(error.message))
     except (WebSocketDisconnect, RuntimeError, OSError):

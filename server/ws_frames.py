@@ -5,8 +5,9 @@ A message over `MAX_FRAME_BYTES` (the server never buffers more) or a text messa
 is not UTF-8 ends the connection there, below the app, with close 1009 or 1007 (RFC 6455
 §7.4.1). Uvicorn closed those with websockets' terse reason or none, and logged invalid
 UTF-8 as an ERROR with a traceback. Here the close carries a reason that says what to
-change, a route whose protocol has an error message (`explain_refusals`, /v1/stream) gets
-`{"type": "error", "code", "message"}` just before the close, the log gets one INFO line,
+change, a route whose protocol has an error message (`explain_refusals`) gets it just before
+the close (/v1/stream's `{"type": "error", "code", "message"}`, or the route's own shape:
+OpenAI's on /v1/realtime), the log gets one INFO line,
 and the app sees the refusal as the typed error `refused(code)` gives, not as a client that
 left. Other connections never notice.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import HTTPConnection
@@ -39,10 +41,19 @@ _SEND_TIMEOUT = "harken.send_timeout_s"
 log = logging.getLogger("harken.server")
 
 
-def explain_refusals(conn: HTTPConnection) -> None:
+# a route's error message for an error, as the JSON text it sends
+Render = Callable[[ClientError], str]
+
+
+def explain_refusals(conn: HTTPConnection, render: Render | None = None) -> None:
     """Mark a WebSocket whose protocol has an error message: a frame this layer refuses is
-    then explained with one before the close. Call before `accept`."""
-    conn.scope.setdefault("state", {})[_EXPLAIN] = True
+    then explained with one (`render`'s; by default /v1/stream's) before the close. Call
+    before `accept`."""
+    conn.scope.setdefault("state", {})[_EXPLAIN] = render or _stream_error
+
+
+def _stream_error(error: ClientError) -> str:
+    return Error(code=error.code, message=error.message).model_dump_json()
 
 
 def bound_sends(conn: HTTPConnection, timeout_s: float) -> None:
@@ -71,7 +82,7 @@ def _refusal(code: int, limit: int | None) -> ClientError | None:
 class _Connection(ServerProtocol):
     """websockets' server side, explaining the failures it closes the connection for."""
 
-    explain = False  # send an error message first (set per connection)
+    explain: Render | None = None  # the error message sent first, if any (per connection)
     where = ""  # the path, for the log
     refused: ClientError | None = None  # what the connection failed for
 
@@ -89,8 +100,8 @@ class _Connection(ServerProtocol):
         log.info("%s on %s: %s", what, self.where, error.message)
         if self.state is not State.OPEN:
             return
-        if self.explain:
-            self.send_text(Error(code=error.code, message=error.message).model_dump_json().encode())
+        if self.explain is not None:
+            self.send_text(self.explain(error).encode())
         reason = error.message.encode()[:123].decode(errors="ignore")  # RFC 6455 §5.5
         super().fail(error.ws_close, reason)
 
@@ -118,7 +129,7 @@ class RefusingWebSocketProtocol(WebSocketsSansIOProtocol):
     async def send(self, message: Any) -> None:
         if message["type"] == "websocket.accept":  # the route has had its say by now
             state = self.scope.get("state", {})
-            self.guard.explain = bool(state.get(_EXPLAIN))
+            self.guard.explain = state.get(_EXPLAIN)
             self.send_timeout_s = state.get(_SEND_TIMEOUT)
         elif self.guard.refused is not None:
             return  # gone; the app learns why at its next receive (or from the send below)

@@ -1,7 +1,8 @@
 """`/v1/stream`: config message, binary audio frames, `{"type": "eos"}`; partials, then a final.
 
 client                               server
-{"type": "config", ...}   ->
+{"type": "config", ...}   ->         <- {"type": "warning", "code", "message"}*
+                                        (a hotword with nothing to spell: left out)
 <binary audio>*           ->         <- {"type": "partial", "text", "stable"}*
                                      <- {"type": "speaker_profile", "profile", "seconds"}*
                                         (asked for with "adapt_speaker": true)
@@ -18,7 +19,14 @@ from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect
 
 from server.errors import BadConfig, BadMessage, OutOfOrder, SessionError
-from server.protocol import ProtocolError, StreamConfig, parse_control, parse_stream_config
+from server.hotwords import Hotwords, normalise_hotwords
+from server.protocol import (
+    ProtocolError,
+    StreamConfig,
+    StreamWarning,
+    parse_control,
+    parse_stream_config,
+)
 from server.session import Options, Session
 from server.transport import (
     Resources,
@@ -56,13 +64,19 @@ async def stream(ws: WebSocket) -> None:
 
 async def _serve(ws: WebSocket, res: Resources) -> None:
     config = await _first_config(ws, res)
+    hotwords = normalise_hotwords(config.hotwords)
     session = Session(
         res.engine,
-        _options(config, res.config.adapt_speakers),
+        _options(config, hotwords, res.config.adapt_speakers),
         profile=client_profile(res.engine, config.speaker_profile),
     )
     try:
         await session.start()
+        for entry in hotwords.refused:
+            warning = StreamWarning(
+                code="hotword_refused", message=hotwords.refusal(entry, "hotwords")
+            )
+            await ws.send_json(warning.model_dump())
         while True:
             message = await receive(ws, res.config.idle_timeout_s)
             if isinstance(message, bytes):
@@ -105,15 +119,16 @@ def _protocol_error(e: ProtocolError) -> SessionError:
     return kinds.get(e.code, BadMessage)(str(e))
 
 
-def _options(config: StreamConfig, adapt_speakers: bool) -> Options:
-    """The session's options: the client's, the server's defaults where it left them out."""
+def _options(config: StreamConfig, hotwords: Hotwords, adapt_speakers: bool) -> Options:
+    """The session's options: the client's (its hotwords normalised), the server's defaults
+    where it left them out."""
     adapt = adapt_speakers if config.adapt_speaker is None else config.adapt_speaker
     return Options(
         sample_rate=config.sample_rate,
         partials=config.partials,
         n_best=config.n_best,
         word_timestamps=config.word_timestamps,
-        hotwords=tuple(config.hotwords),
+        hotwords=hotwords.phrases,
         endpoint_ms=config.endpoint_ms,
         adapt_speaker=adapt,
         # only to a client that asked: a client that did not may not know the message

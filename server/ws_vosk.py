@@ -15,8 +15,9 @@ A result is `{"result": [{"conf", "start", "end", "word"}], "text"}` (no `result
 `"words": false`), or with `max_alternatives` N > 0 the n-best, `{"alternatives": [{"text",
 "confidence", "result": [{"word", "start", "end"}]}]}`, at most N and as many as the decoder
 keeps. `phrase_list` is Vosk's grammar; here its phrases become hotwords (favoured, not the
-only ones allowed) and `[unk]` is dropped. Vosk has no error message: errors close the
-socket with a code and a reason.
+only ones allowed), normalised as transcripts are, and `[unk]` is dropped. Vosk has no error
+message: errors close the socket with a code and a reason, and a phrase with nothing to
+spell is left out with a line in the server's log, as Vosk's clients know no warning.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect
 
 from server.errors import BadConfig, BadMessage, SessionError
+from server.hotwords import normalise_hotwords
 from server.protocol import (
     Final,
     Partial,
@@ -169,12 +171,15 @@ def _alternatives(final: Final, words: bool) -> str:
 
 def _options(config: VoskConfig, endpoint_ms: int, adapt_speaker: bool) -> Options:
     """Vosk's config, and the server's settings for what it has no field for."""
-    phrases = tuple(p for p in config.phrase_list if p.strip() and p.strip() != UNKNOWN)
+    phrases = [p for p in config.phrase_list if p.strip() and p.strip() != UNKNOWN]
+    hotwords = normalise_hotwords(phrases)
+    for entry in hotwords.refused:
+        log.warning("/vosk: %s", hotwords.refusal(entry, "phrase_list"))
     return Options(
         sample_rate=round(config.sample_rate),
         n_best=max(1, config.max_alternatives),
         word_timestamps=config.words,
-        hotwords=phrases,
+        hotwords=hotwords.phrases,
         endpoint_ms=endpoint_ms,
         alternative_words=config.words,
         adapt_speaker=adapt_speaker,

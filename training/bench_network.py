@@ -23,7 +23,7 @@ import torch
 
 from models.config import FeatureConfig, ModelConfig
 from models.manifest import Utterance, read_manifest
-from server.precision import cpu_description
+from models.precision import cpu_description
 from training.batching import BatchConfig
 from training.bench_batching import budgeted_run, save_report, subset
 

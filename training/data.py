@@ -12,7 +12,6 @@ from typing import NamedTuple
 
 import numpy as np
 import soundfile as sf
-import soxr
 import torch
 from threadpoolctl import threadpool_limits
 from torch.utils.data import Dataset
@@ -20,7 +19,8 @@ from torch.utils.data import Dataset
 from models.config import ALPHABET, FeatureConfig
 from models.features import featurize
 from models.manifest import Utterance
-from training.augment import F32, SAMPLE_RATE, AugmentConfig, augment, augment_features
+from training.audio import load_audio as load_audio  # its home is training/audio.py
+from training.augment import F32, AugmentConfig, augment, augment_features
 from training.teacher import TeacherTargets, align
 
 
@@ -49,15 +49,6 @@ def encode(text: str, alphabet: Sequence[str] = ALPHABET) -> list[int]:
         return [ids[c] for c in text]
     except KeyError as e:
         raise ValueError(f"character {e.args[0]!r} of {text!r} is not in the alphabet") from None
-
-
-def load_audio(path: str, sample_rate: int = SAMPLE_RATE) -> F32:
-    """Mono float32 at `sample_rate`, whatever the file's rate and channels."""
-    audio, rate = sf.read(path, dtype="float32", always_2d=True)
-    mono = audio.mean(axis=1)
-    if rate != sample_rate:
-        mono = soxr.resample(mono, rate, sample_rate, quality="HQ")
-    return np.ascontiguousarray(mono, dtype=np.float32)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from models.manifest import Utterance
+from training.audio import load_audio
 from training.augment import F32, SAMPLE_RATE
 
 WINDOW_S = 30.0  # the encoder's fixed input
@@ -167,8 +168,6 @@ def extract(
     utterances: Sequence[Utterance], out: Path, threads: int = 0, batch: int = 4
 ) -> dict[str, Any]:
     """Encode every distinct audio file of `utterances` and write `out` (atomically)."""
-    from training.data import load_audio  # training.data reads targets from this module
-
     keys = list(dict.fromkeys(str(u.audio) for u in utterances))
     encoder = WhisperEncoder(threads)
     out.mkdir(parents=True, exist_ok=True)

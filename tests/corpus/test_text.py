@@ -8,7 +8,7 @@ import pytest
 
 from corpus import numbers
 from corpus.fortunes import TextConfig, blocks, collect, fortune_files, is_art, split_sentences
-from corpus.text import Dropped, normalise
+from corpus.text import Dropped, normalise, normalise_phrase
 from models.config import ALPHABET
 
 
@@ -116,3 +116,18 @@ def test_collect_counts_what_it_drops(tmp_path: Path) -> None:
     assert counts["dropped_too_short"] == 1  # "Short."
     assert counts["kept"] == len(sentences) == 5
     assert all(set(t) <= set(ALPHABET) for t in texts)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("Dr. Smith", "doctor smith"),  # as a transcript says it
+        ("R2D2", "r two d two"),  # a sentence would be dropped; a name is read as it can be
+        ("h\u00e9llo", "hello"),
+        ("C++ compiler", "c compiler"),  # a sign without a sound is left out
+        ("?!", ""),  # nothing to say
+        ("\U0001f642", ""),
+    ],
+)
+def test_a_phrase_is_read_as_best_it_can_be(raw: str, expected: str) -> None:
+    assert normalise_phrase(raw) == expected

@@ -19,10 +19,10 @@ from evaluation.peers import (
     Peer,
     PeerUnavailable,
     load_peer,
-    normalise_peer_text,
     real_time_factor,
     transcribe_manifest,
 )
+from models.text import normalise_loose as normalise_peer_text
 
 SENTENCE = "please turn off the radio and open the window"
 MONEY = "she paid twenty five dollars for the tickets"  # Whisper writes "$25"

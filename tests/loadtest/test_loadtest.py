@@ -3,6 +3,7 @@ their reasons, and runs that end by themselves within their bound."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import socket
@@ -13,13 +14,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
+import numpy as np
 import pytest
 from websockets.sync.server import ServerConnection, serve
 
 import harken_cli
+from loadtest.client import ClientConfig, Utterance
+from loadtest.realtime import at_24k, realtime_utterance
 from loadtest.report import RESULT_KEYS
+from server.audio import Resampler
 from server.config import ServerConfig
-from tests.server.serving import Running, running
+from tests.server.serving import Running, make_audio, pcm16, reference_text, running
 
 FAST = ["--chunk-ms", "100", "--offset-s", "0.2", "--pause-s", "0.1", "--progress-s", "0.5"]
 
@@ -84,6 +90,42 @@ def test_sweep_measures_latency_batches_and_wer(
     assert "load generator CPU" in (tmp_path / "report.md").read_text()
     # 2 levels of 1.5 s, the 0.2 s offsets, the last utterances (at most 1.2 s) and finals
     assert wall < 15
+
+
+@pytest.mark.parametrize("protocol", ["realtime", "vosk"])
+def test_a_sweep_speaks_the_protocol_it_is_given(
+    server: Running, manifest: Path, tmp_path: Path, protocol: str
+) -> None:
+    status, _ = loadtest(
+        tmp_path, manifest, "--url", server.ws, "--streams", "2", "--seconds", "1.5",
+        "--protocol", protocol,
+    )  # fmt: skip
+    assert status == 0
+    (r,) = results(tmp_path)
+    assert r["utterances"] >= 2 and r["failures"] == 0
+    assert all(math.isfinite(r[k]) and r[k] > 0 for k in ("p50_ms", "p98_ms"))
+    assert 0 <= r["wer"] < math.inf
+    if protocol == "realtime":  # its deltas are its partials
+        assert math.isfinite(r["first_partial_p50_ms"]) and r["first_partial_p50_ms"] > 0
+    assert json.loads((tmp_path / "run.json").read_text())["protocol"] == protocol
+    served = f'harken_streams_total{{endpoint="{protocol}"}}'
+    assert served in httpx.get(f"{server.url}/metrics").text
+
+
+def test_the_realtime_client_gets_the_transcript_of_what_it_sent(
+    server: Running, tiny_bundle: Path
+) -> None:
+    """At 8 kHz, resampled to OpenAI's 24 kHz by the client and to 16 kHz by the server: the
+    offline transcript of those 24 kHz samples."""
+    pcm = pcm16(make_audio(1.2, 8000, seed=2))
+    utt = Utterance(pcm, 8000, "reference", "u.wav")
+    result = asyncio.run(realtime_utterance(ClientConfig(url=server.ws, chunk_ms=100), utt))
+    assert result.ok and result.eou_latency_ms is not None and result.eou_latency_ms > 0
+    sent = np.frombuffer(at_24k(utt).pcm, "<i2").astype(np.float32) / 32768
+    assert result.hypothesis == reference_text(
+        tiny_bundle, Resampler(24000, 16000).push(sent, True)
+    )
+    assert result.hypothesis and result.failure is None
 
 
 def test_unreachable_server_fails_with_its_reason_and_stops(manifest: Path, tmp_path: Path) -> None:

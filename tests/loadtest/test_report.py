@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,19 @@ def test_summary_is_exactly_the_documented_shape(tmp_path: Path) -> None:
     assert second["utterances"] == 0 and second["p98_ms"] is None and second["failures"] == 1
     report = (tmp_path / "report.md").read_text()
     assert "1 x closed 1013" in report and "/metrics could not be read" in report
+
+
+def test_without_the_plot_extra_reports_are_written_without_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """matplotlib is the `plot` extra: a load generator installed without it still reports."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now fails
+    write_report(tmp_path, [Level(1, [ok(10)], {"1": 4}, 2.0)], {"command": "test"})
+    write_comparison(tmp_path, {"a": [summarize(Level(1, [ok(10)], {}, 2.0))]}, 200, {})
+    assert not list(tmp_path.glob("*.png"))
+    for name in ("report.md", "compare.md"):
+        text = (tmp_path / name).read_text()
+        assert "matplotlib is not installed" in text and "![" not in text
 
 
 def test_sustained_streams_and_ratios(tmp_path: Path) -> None:

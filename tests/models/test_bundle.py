@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from models.bundle import BundleError, fold_batchnorm, load_bundle, save_bundle, unfold_batchnorm
+from models.bundle import (
+    BundleError,
+    carry_decoder_files,
+    decoder_files,
+    fold_batchnorm,
+    load_bundle,
+    save_bundle,
+    unfold_batchnorm,
+)
 from models.ds2 import DS2
 
 
@@ -93,6 +101,19 @@ def test_broken_bundle_says_what_is_wrong(
     _break(tmp_path, what)
     with pytest.raises(BundleError, match=message):
         load_bundle(tmp_path)
+
+
+def test_a_decoder_json_naming_a_missing_file_is_named(tiny_model: DS2, tmp_path: Path) -> None:
+    """What a fine-tune's export copies (`carry_decoder_files`) must all be there: a bundle
+    missing its LM is refused with the file named, before anything is copied."""
+    save_bundle(tiny_model, tmp_path / "a")
+    doc = {"lm": "lm.binary", "unigrams": "unigrams.txt", "config": {}}
+    (tmp_path / "a" / "decoder.json").write_text(json.dumps(doc))
+    (tmp_path / "a" / "unigrams.txt").write_text("a\n")
+    with pytest.raises(BundleError, match="missing from it \\['lm.binary'\\]"):
+        carry_decoder_files(tmp_path / "a", tmp_path / "b")
+    assert not (tmp_path / "b").exists()
+    assert decoder_files(tmp_path / "b") == []  # no decoder.json: nothing to carry
 
 
 def test_missing_directory(tmp_path: Path) -> None:

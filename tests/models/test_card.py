@@ -37,6 +37,14 @@ def test_the_card_states_the_distance_to_the_peers() -> None:
     assert "## Accuracy (`harken eval`)\n" in text  # reports that name no precision
 
 
+def test_a_bundle_without_an_lm_says_so() -> None:
+    report = {"utterances": 3, "decoders": {"beam": _row(0.3)}}
+    text = card(_meta(), {}, {"dev": report})
+    assert "## Language model\n- none: the bundle has no decoder.json" in text
+    with_lm = card(_meta(), {}, {"dev": report}, language_model=["## Language model", "- x"])
+    assert "- none" not in with_lm
+
+
 def test_the_card_names_the_precision_its_scores_were_measured_in() -> None:
     report = {"utterances": 3, "dtype": "fp32", "decoders": {"beam": _row(0.3)}}
     text = card(_meta(), {}, {"dev": report, "test": report})

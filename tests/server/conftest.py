@@ -74,6 +74,7 @@ def server(tiny_bundle: Path) -> Iterator[Running]:
         max_streams=3,
         max_upload_mb=0.5,
         max_stream_s=3.0,
+        max_file_s=3.0,
         chunk_ms=80,
     )
     with running(config) as r:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import shutil
@@ -17,11 +18,12 @@ from websockets.sync.client import ClientConnection, connect
 
 import harken_cli
 from decoder.lm import InterpolatedLM, KenLM
-from models.bundle import load_bundle, save_bundle
+from models.bundle import decoder_files, load_bundle, save_bundle
 from models.config import FeatureConfig, WarpMerge
 from models.ds2 import DS2
 from server.config import ServerConfig
 from server.decoding import build_decoder
+from server.engine import running_engine
 from tests.models.conftest import TINY_CONFIGS
 from tests.server.serving import (
     AUDIO_PCM,
@@ -180,6 +182,32 @@ def test_a_bundle_with_an_lm_is_decoded_with_it(tiny_bundle: Path, tmp_path: Pat
     assert final["text"] == expected
 
 
+def test_the_load_log_names_the_lm_or_says_there_is_none(
+    tiny_bundle: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bundle served without an LM reads many more words wrong, and only the log at
+    load can tell an operator why."""
+    default = Path(__file__).resolve().parents[2] / "models" / "default"
+    if not (default / "decoder.json").is_file():
+        pytest.skip("models/default has no LM yet")
+    with_lm = tmp_path / "with-lm"
+    shutil.copytree(tiny_bundle, with_lm)
+    for name in decoder_files(default):
+        shutil.copy(default / name, with_lm / name)
+
+    async def load(bundle: Path) -> None:
+        config = ServerConfig(dtype="fp32", bundle=str(bundle), decoder_processes=False)
+        async with running_engine(dataclasses.replace(config, warmup="first")):
+            pass
+
+    with caplog.at_level("INFO", logger="harken.server"):
+        asyncio.run(load(tiny_bundle))
+        assert "language model: none" in caplog.text and "no decoder.json" in caplog.text
+        caplog.clear()
+        asyncio.run(load(with_lm))
+    assert "language model: lm.binary, mixed with general.binary at 0.8" in caplog.text
+
+
 def test_a_bundle_with_speaker_adaptation_streams_what_it_transcribes_offline(
     warped_bundle: Path,
 ) -> None:
@@ -268,6 +296,41 @@ def test_harken_transcribe_in_process_and_through_a_server(
         assert good["file"] == str(wav) and good["text"] == expected
         assert [w["word"] for w in good["words"]] == expected.split()
         assert bad["file"] == str(junk) and "error" in bad
+
+
+def test_a_file_longer_than_a_live_stream_is_heard_a_block_at_a_time(
+    tiny_bundle: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Files have a limit of their own (`--max-file-s`), far above a live stream's, and are
+    decoded and heard a block at a time: a file of six blocks reads as it does whole
+    offline, through REST and `harken transcribe` alike. Past the limit, the error names
+    the flag and the variable that raise it, and the in-process command has both."""
+    import soundfile
+
+    from server import audio
+
+    monkeypatch.setattr(audio, "_READ_BLOCK", 16000)  # 1 s blocks, so a 6 s file is six
+    pcm = pcm16(make_audio(6.0, seed=5))
+    wav = tmp_path / "long.wav"
+    soundfile.write(wav, np.frombuffer(pcm, "<i2"), 16000, subtype="PCM_16")
+    expected = reference_text(tiny_bundle, np.frombuffer(pcm, "<i2").astype(np.float32) / 32768)
+    config = ServerConfig(dtype="fp32", bundle=str(tiny_bundle), max_stream_s=2, max_file_s=8)
+    with running(config) as server:
+        api = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+        heard = api.audio.transcriptions.create(model="whisper-1", file=("a.wav", wav.read_bytes()))
+    assert heard.text == expected
+    where = [str(wav), "--bundle", str(tiny_bundle), "--dtype", "fp32"]
+    assert harken_cli.main(["transcribe", *where]) == 0
+    assert json.loads(capsys.readouterr().out)["text"] == expected
+    assert harken_cli.main(["transcribe", *where, "--max-file-s", "5"]) == 1
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert "5 s allowed" in error and "--max-file-s" in error and "HARKEN_MAX_FILE_S" in error
+    monkeypatch.setenv("HARKEN_MAX_FILE_S", "5")
+    assert harken_cli.main(["transcribe", *where]) == 1
+    assert "5 s allowed" in json.loads(capsys.readouterr().out)["error"]
 
 
 def test_harken_transcribe_adapts_to_files_in_process_only(

@@ -66,6 +66,14 @@ def test_a_pause_ends_a_segment_with_a_final(
     assert first["start"] == 0.0 and 0 < second["start"] < pause_end
     assert first["words"][-1]["end"] <= second["start"] < second["words"][0]["start"]
     assert second["words"][0]["start"] >= pause_end - 0.3  # stream time, not segment time
+    # each final's duration is its segment's length: they follow each other, not overlap,
+    # and the last ends with the stream
+    segments = [f for f in finals if f["duration"] > 0]
+    for earlier, later in zip(segments, segments[1:], strict=False):
+        assert later["start"] == pytest.approx(earlier["start"] + earlier["duration"], abs=1e-6)
+    assert first["duration"] <= second["start"] and second["duration"] < len(audio) / 32000 - 1
+    end = finals[-1]["start"] + finals[-1]["duration"]
+    assert end == pytest.approx(len(audio) / 32000, abs=1e-3)  # times are in whole ms
 
 
 def test_vosk_sends_a_result_at_the_pause(

@@ -14,15 +14,19 @@ import itertools
 import json
 import logging
 import math
+import shutil
 import struct
+import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pytest
 import soundfile
+import soxr
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed
@@ -30,7 +34,15 @@ from websockets.sync.client import connect
 
 from models.config import FeatureConfig
 from models.features import featurize
-from server.audio import MAX_FILE_PEAK, SAMPLE_WIDTH, AudioError, Resampler, decode_file
+from server import audio as server_audio
+from server.audio import (
+    MAX_FILE_PEAK,
+    SAMPLE_WIDTH,
+    AudioError,
+    Resampler,
+    decode_blocks,
+    decode_file,
+)
 from server.errors import BadAudio, ClientError
 from server.protocol import (
     MAX_JSON_DEPTH,
@@ -504,6 +516,38 @@ def test_regression_small_files_of_long_audio_stop_at_the_limit(fmt: str) -> Non
         decode_file(data, RATE, max_seconds=10.0)
     assert caught.value.code == "too_long"
     assert len(decode_file(long_silent_flac(9.0), RATE, max_seconds=10.0)) == 9 * RATE
+
+
+def ffmpeg_run(data: bytes, *args: str) -> bytes:
+    """`data` through ffmpeg (stdin to stdout) with `args` before the output."""
+    cmd = [shutil.which("ffmpeg") or "ffmpeg", "-loglevel", "error", "-i", "pipe:0", *args]
+    return subprocess.run([*cmd, "pipe:1"], input=data, capture_output=True, check=True).stdout
+
+
+@pytest.mark.parametrize("source", ["stereo 44.1 kHz WAV", "M4A upload", "M4A file"])
+def test_a_file_decodes_in_blocks_that_join_to_it_decoded_whole(
+    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file is decoded a block at a time, so that one of any length takes the memory of
+    a block: the blocks are each at most a block long and join to what decoding it whole
+    (libsndfile and one resampling, or one ffmpeg run for what libsndfile cannot read)
+    gives."""
+    monkeypatch.setattr(server_audio, "_READ_BLOCK", 8192)
+    chirp = make_audio(3.0, rate=44100)
+    stereo = np.stack([chirp, -0.5 * chirp], axis=1)
+    buf = io.BytesIO()
+    soundfile.write(buf, stereo, 44100, format="WAV", subtype="FLOAT")
+    data: bytes | Path = buf.getvalue()
+    whole = soxr.resample(stereo.mean(axis=1, dtype=np.float32), 44100, RATE)
+    if source.startswith("M4A"):
+        data = ffmpeg_run(buf.getvalue(), "-c:a", "aac", "-f", "adts")  # AAC: ffmpeg's only
+        whole = np.frombuffer(ffmpeg_run(data, "-f", "f32le", "-ac", "1", "-ar", "16000"), "<f4")
+        if source == "M4A file":
+            (tmp_path / "a.aac").write_bytes(data)
+            data = tmp_path / "a.aac"
+    blocks = list(decode_blocks(data, RATE))
+    assert len(blocks) >= 5 and max(len(b) for b in blocks) <= 8192
+    np.testing.assert_array_equal(np.concatenate(blocks), whole)
 
 
 def float_wav_with(value: float) -> bytes:

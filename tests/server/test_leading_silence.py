@@ -11,7 +11,7 @@ import pytest
 
 from server.config import DEFAULT_BUNDLE, ServerConfig
 from server.engine import running_engine
-from server.session import transcribe
+from server.recording import transcribe
 from tests.server.serving import speak
 
 SENTENCE = "please call stella and ask her to bring these things with her from the store"

@@ -31,7 +31,7 @@ def client(server: Running) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
 
 
-def test_models_lists_the_served_bundle_and_transcriptions_take_its_id(
+def test_models_lists_the_served_bundle_and_any_name_resolves_and_transcribes(
     server: Running, tiny_bundle: Path, expected: str, wav: bytes
 ) -> None:
     api = client(server)
@@ -39,11 +39,30 @@ def test_models_lists_the_served_bundle_and_transcriptions_take_its_id(
     assert (card.id, card.object, card.owned_by) == (tiny_bundle.name, "model", "harken")
     assert card.created == int((tiny_bundle / "config.json").stat().st_mtime)
     assert api.models.retrieve(card.id) == card
-    with pytest.raises(openai.NotFoundError, match="does not exist here"):
-        api.models.retrieve("whisper-1")
-    for name in (card.id, "whisper-1"):  # any name is accepted, as before
+    # any name resolves, as the served bundle under that name: transcriptions take any
+    whisper = api.models.retrieve("whisper-1")
+    assert whisper.model_dump() == {**card.model_dump(), "id": "whisper-1"}
+    for name in (card.id, "whisper-1"):
         result = api.audio.transcriptions.create(model=name, file=("a.wav", wav))
         assert result.text == expected
+
+
+def test_a_prompts_phrases_become_hotwords(server: Running, expected: str, wav: bytes) -> None:
+    """`prompt` names words the file holds: its phrases (between commas) are favoured as
+    hotwords, normalised as transcripts are; more than a stream's 100 are refused."""
+    api = client(server)
+    prompted = api.audio.transcriptions.create(
+        model="whisper-1", file=("a.wav", wav), prompt="Names: H\u00e9llo, Dr. Smith; ?!"
+    )
+    # the tiny model spells boosted phrases at once; unprompted it never says them
+    phrases = {"names", "hello", "doctor", "smith"}
+    assert prompted.text and set(prompted.text.split()) <= phrases
+    assert not phrases & set(expected.split())
+    with pytest.raises(openai.BadRequestError, match="at most 100") as refused:
+        api.audio.transcriptions.create(
+            model="whisper-1", file=("a.wav", wav), prompt=", ".join(map(str, range(101)))
+        )
+    assert refused.value.param == "prompt"
 
 
 def test_stream_true_sends_deltas_that_add_up_to_the_final_text(

@@ -19,7 +19,7 @@ from server.precision import (
     cpu_vendor,
     resolve_dtype,
 )
-from server.session import transcribe
+from server.recording import transcribe
 from tests.server.serving import speak
 
 AVX2 = frozenset({"sse4_2", "avx", "avx2", "fma"})

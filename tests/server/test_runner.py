@@ -25,6 +25,7 @@ from server.config import ServerConfig
 from server.decoding import build_decoder
 from server.dispatch import BatchDispatcher, Work
 from server.engine import running_engine
+from server.recording import transcribe
 from server.runner import (
     LONG_STEP_FRAMES,
     LONG_STEP_STREAMS,
@@ -34,7 +35,6 @@ from server.runner import (
     padded_rows,
     runner_for_bundle,
 )
-from server.session import transcribe
 
 F32 = npt.NDArray[np.float32]
 

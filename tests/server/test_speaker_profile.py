@@ -26,8 +26,9 @@ from models.metrics import greedy_decode
 from server.config import ServerConfig
 from server.engine import running_engine
 from server.profiles import decode_profile, encode_profile, network_digest
+from server.recording import transcribe
 from server.runner import Chunk
-from server.session import Engine, Options, Session, transcribe
+from server.session import Engine, Options, Session
 from tests.server.serving import Running, pcm16, receive_all, running
 
 F32 = npt.NDArray[np.float32]

@@ -58,11 +58,15 @@ def test_phrase_list_favours_its_phrases(server: Running) -> None:
     assert result == {"text": runner_up}  # favoured into first place; no words asked for
 
 
-def test_a_phrase_the_model_cannot_spell_is_refused_with_a_reason(server: Running) -> None:
-    with connect(f"{server.ws}/vosk") as ws:
-        ws.send(json.dumps({"config": {"phrase_list": ["h\u00e9llo"], "sample_rate": 16000}}))
-        assert receive_all(ws) == []
-        assert ws.close_code == 1008 and "phrase_list" in str(ws.close_reason)
+def test_phrases_are_normalised_and_one_with_nothing_to_spell_is_left_out(
+    server: Running,
+) -> None:
+    """A phrase written as people write it is favoured as its transcript text; one with
+    nothing to spell ("?!") is left out alone, and the stream goes on."""
+    runner_up = session(server, ALTERNATIVES)["alternatives"][1]["text"]
+    written = f"{runner_up.upper()}!"  # capitals and punctuation: normalised to runner_up
+    config = {"phrase_list": ["?!", written], "sample_rate": 16000, "words": 0}
+    assert session(server, json.dumps({"config": config})) == {"text": runner_up}
 
 
 def test_reset_ends_the_utterance_and_keeps_listening(server: Running, expected: str) -> None:

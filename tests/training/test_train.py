@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,12 +24,15 @@ import torch
 from torch.multiprocessing.spawn import spawn
 
 import harken_cli
+from decoder.lm import InterpolatedLM
 from evaluation.tune_warp import write_warp
-from models.bundle import BundleError, load_bundle, save_bundle
+from models.bundle import BundleError, decoder_files, load_bundle, save_bundle
 from models.config import ModelConfig
 from models.ds2 import DS2
+from models.ensemble import add_member
 from models.manifest import Utterance, read_manifest, write_manifest
 from models.metrics import error_rates
+from server.decoding import build_decoder
 from tests.models.conftest import TINY_CONFIGS
 from training.batching import BatchConfig
 from training.data import Batch, collate
@@ -620,6 +624,50 @@ def test_fine_tuning_starts_from_the_bundle(tmp_path: Path) -> None:
         )
         with pytest.raises(BundleError, match=field):
             wrong.init_from_bundle(bundle)
+
+
+def test_a_fine_tune_exports_the_lm_and_search_settings_of_its_bundle(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bundle without an LM exports without one, and its card says so. `--init-from` a
+    bundle with one: the export carries its decoder.json and every file that names (the
+    general LM mixed in, and its licence), says so, and is served with them. An ensemble's
+    search settings, tuned for its networks together, give way to those its own network
+    keeps for itself alone: the export is that network alone."""
+    default = Path(__file__).resolve().parents[2] / "models" / "default"
+    if not (default / "decoder.json").is_file():
+        pytest.skip("models/default has no LM yet")
+    utts = make_corpus(tmp_path, 6)
+    bundle = trained_bundle(tmp_path, utts, steps=2)
+    assert "- language model: none" in (bundle / "CARD.md").read_text()
+    names = decoder_files(default)
+    assert {"lm.binary", "general.binary", "general.LICENSE"} <= set(names)
+    for name in names:
+        shutil.copy(default / name, bundle / name)
+    add_member(bundle, save_bundle(DS2(MODEL).eval(), tmp_path / "member"), 0.4, "member")
+    pair = json.loads((default / "decoder.json").read_text())
+    pair["config"].update(alpha=0.5, blank_penalty=2.0)  # as tune-lm would tune the pair
+    (bundle / "decoder.json").write_text(json.dumps(pair))
+
+    cfg = train_config(init_from=str(bundle), calibration_utterances=6, augment=False)
+    tuned = Trainer(MODEL, cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "tuned")
+    tuned.fit()
+    out = export(tuned, tmp_path / "tuned_bundle", "train.jsonl")
+
+    assert decoder_files(out) == names
+    for name in names[1:]:
+        assert (out / name).read_bytes() == (default / name).read_bytes(), name
+    assert json.loads((out / "decoder.json").read_text()) == json.loads(
+        (default / "decoder.json").read_text()
+    )  # the own network's alpha and blank penalty, not the pair's
+    said = capsys.readouterr().out
+    assert f"general.LICENSE carried over from {bundle}" in said and "blank_penalty 1.25" in said
+    assert "carried over" in str(load_bundle(out).provenance["language_model"])
+    assert (
+        "- language model: lm.binary, unigrams.txt, general.binary" in (out / "CARD.md").read_text()
+    )
+    lm = build_decoder(out, load_bundle(out).config).lm  # type: ignore[attr-defined]
+    assert isinstance(lm, InterpolatedLM)
 
 
 def test_an_augmented_fine_tune_starts_from_the_bundle_on_the_batches_it_trains_on(

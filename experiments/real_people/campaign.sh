@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The real-people campaign (issue 81): the game voice packs prepared and labelled, then one
+# network fine-tuned from models/default's own network with them in the mix and band
+# augmentation, then read on real, narrowband and synthetic dev/test sets beside the peers.
+# Every step resumes: prepare keeps its hypotheses and WAVs, train its checkpoint.
+#   bash experiments/real_people/campaign.sh data    # games (~45 min of Whisper on 2 cores),
+#                                                    # TTS corpus, her prompts, narrowband copy
+#   bash experiments/real_people/campaign.sh stage1  # BUDGET_S of training (default 3600 s)
+#   bash experiments/real_people/campaign.sh bundle  # stage1's best weights + models/default's LM
+#   bash experiments/real_people/campaign.sh eval    # every dev/test set, harken and the peers
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+H=${H:-.venv/bin/harken}
+E=experiments/real_people
+RUN=${RUN:-runs/real1}
+CAND=${CAND:-runs/real1_bundle}
+
+narrowband() {  # a telephone copy of a manifest: 8 kHz G.711 mu-law, back at 16 kHz
+  local src=$1 out=$2
+  mkdir -p "$out/audio"
+  .venv/bin/python - "$src" "$out" <<'PY'
+import subprocess, sys
+from pathlib import Path
+from models.manifest import Utterance, read_manifest, write_manifest
+src, out = Path(sys.argv[1]), Path(sys.argv[2])
+rows = []
+for u in read_manifest(src):
+    dst = out / "audio" / (u.audio.stem + ".wav")
+    if not dst.is_file():
+        cmd = ["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(u.audio), "-af",
+               "highpass=f=300,lowpass=f=3400", "-ar", "8000", "-c:a", "pcm_mulaw", "-f", "wav", "-"]
+        mulaw = subprocess.run(cmd, check=True, capture_output=True).stdout
+        back = ["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", "-", "-ar", "16000", "-c:a", "pcm_s16le", str(dst)]
+        subprocess.run(back, input=mulaw, check=True)
+    rows.append(Utterance(dst, u.text, u.duration, u.voice))
+write_manifest(out / src.name, rows)
+PY
+}
+
+case "${1:-}" in
+  data)
+    bash scripts/setup.sh --synth
+    [ -f data/corpus/dev.jsonl ] || bash scripts/make_default.sh corpus
+    [ -f data/asterisk/dev.jsonl ] || $H prepare asterisk --out data/asterisk
+    $H prepare queen --out data/games/queen
+    $H prepare sky --out data/games/sky
+    narrowband data/corpus/dev.jsonl data/corpus_phone
+    narrowband data/corpus/test.jsonl data/corpus_phone
+    ;;
+  stage1)
+    mkdir -p runs
+    SKY=""; [ -f data/games/sky/all.jsonl ] && SKY="data/games/sky/all.jsonl*${SKY_TIMES:-1}"
+    # shellcheck disable=SC2086
+    $H train --train data/games/queen/train.jsonl*"${QUEEN_TIMES:-2}" $SKY data/corpus/train.jsonl \
+      data/asterisk/train.jsonl*4 --dev data/games/queen/dev.jsonl --out "$RUN" \
+      --init-from models/default --model-config scripts/net_mel_3x512.json --device cpu \
+      --precision auto --batch-size 16 --lr "${LR:-3e-4}" --warmup-steps 100 --epochs 1000 \
+      --time-budget-s "${BUDGET_S:-3600}" --workers 1 --checkpoint-every 200 --dev-every 500 \
+      --strategy alternated --sortagrad false --ema-decay 0.998 --threads 2 \
+      --augment-preset light --p-lowpass 0.25 --p-telephone 0.15 --p-8bit 0.1
+    ;;
+  bundle)
+    rm -rf "$CAND" && cp -r "$RUN/best" "$CAND"
+    for f in lm.binary unigrams.txt decoder.json general.binary general.unigrams.txt general.LICENSE; do
+      [ -f "$CAND/$f" ] || cp "models/default/$f" "$CAND/"
+    done
+    ;;
+  eval)
+    mkdir -p "$E/reports"
+    for set in data/games/queen/dev data/games/queen/test data/corpus/dev data/corpus_phone/dev \
+               data/asterisk/dev; do
+      name=$(echo "$set" | tr / _)
+      for b in models/default "$CAND"; do
+        tag=$(basename "$b")
+        $H eval --bundle "$b" --manifest "$set.jsonl" --beam --out "$E/reports/${name}_${tag}.json"
+      done
+    done
+    $H eval --bundle "$CAND" --manifest data/games/queen/test.jsonl --beam \
+      --peers pocketsphinx whisper-tiny.en --out "$E/reports/queen_test_peers.json"
+    ;;
+  *) sed -n '2,11p' "$0"; exit 2 ;;
+esac
