@@ -16,7 +16,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("server.cli_serve", "run the streaming ASR server"),
     "transcribe": ("server.cli_transcribe", "transcribe audio files (in-process or via a server)"),
-    "train": ("training.train", "train an acoustic model from manifests"),
+    "train": ("training.cli", "train an acoustic model from manifests"),
     "teacher": (
         "training.teacher",
         "a teacher's (Whisper's encoder) frame targets for distillation, once per corpus",

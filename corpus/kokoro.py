@@ -168,7 +168,8 @@ ALL_EN_MIXES = EN_MIXES | EN_MIXES2  # every mix a voice name may ask for, both 
 VOICES = (*PACKS, *BLENDS, HIBARI_VOICE)  # every kokoro voice name: all of them train
 # espeak-ng's accents that Kokoro's voices speak through espeak-ng's IPA instead of hibari's US
 # G2P: natural voices with accents no other training voice has (the held-out awb is a
-# Scottish man; models/results/accent.md). Hibari's own network reads only its G2P's strings.
+# Scottish man; why they are there, and that they did not help: experiments/accent.md).
+# Hibari's own network reads only its G2P's strings.
 ACCENTS = ("en-gb-scotland", "en-gb-x-rp", "en-029")
 ACCENTED = tuple(f"{v}@{a}" for a in ACCENTS for v in VOICES if v != HIBARI_VOICE)
 # espeak-ng's IPA -> misaki's symbols, which write a diphthong or the US flap as one letter;

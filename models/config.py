@@ -90,7 +90,8 @@ class ModelConfig:
     row_conv_tau: int = 10  # future output steps the row convolution sees (DS2 §3.7)
     # The top N recurrent layers add their input to their output scaled per unit by a learnt
     # gain (ReZero): at gain zero such a layer passes its input through, so a trained network
-    # can grow deeper as the same function (training/grow.py `deepen`; DS2 §3.5: depth pays).
+    # could grow deeper as the same function (deepening was tried and not adopted, its code is
+    # at commit 13cc3b3: experiments/deep.md).
     rnn_residual_layers: int = 0
     clip: float = 20.0  # clipped ReLU ceiling: min(max(x, 0), clip)
     # Speaker adaptation at inference (models/warp.py; training ignores it): each stream is

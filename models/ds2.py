@@ -367,9 +367,6 @@ class DS2(nn.Module):
         super().__init__()
         self.config, self.folded = config, folded
         self.provenance: dict[str, object] = {}  # filled by load_bundle from config.json
-        # training's regulariser, not part of the bundle: the share of each recurrent layer's
-        # and the row convolution's inputs zeroed in train mode (training/dropout.py)
-        self.dropout = 0.0
         n_bins = config.features.n_bins
         self.register_buffer("feat_mean", torch.zeros(n_bins))
         self.register_buffer("feat_std", torch.ones(n_bins))
@@ -432,13 +429,13 @@ class DS2(nn.Module):
 
     def encode(self, feats: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """The row-conv output [B, T', H] that the head reads, and out_lengths [B]; training
-        reads it too (an auxiliary loss on the hidden state, training/distill.py)."""
+        reads it too (an extra loss on the hidden state, training/extra_loss.py)."""
         layers, n = self.encode_layers(feats, lengths)
         return layers[-1], n
 
     def encode_layers(self, feats: Tensor, lengths: Tensor) -> tuple[list[Tensor], Tensor]:
         """Every recurrent layer's output [B, T', H], then the row-conv output, and
-        out_lengths [B]: training's auxiliary heads may read a lower layer (adversary.py)."""
+        out_lengths [B]."""
         B, T, _ = feats.shape
         if T == 0:
             empty = feats.new_zeros(B, 0, self.config.rnn_hidden)
@@ -456,14 +453,11 @@ class DS2(nn.Module):
         mask = time_mask(n, h.shape[1])
         layers = []
         for rnn in self.rnn_stack:
-            h = rnn(self._drop(h), mask, feats.new_zeros(B, rnn.hidden))
+            h = rnn(h, mask, feats.new_zeros(B, rnn.hidden))
             h = h * mask[:, :, None].to(h.dtype)
             layers.append(h)
-        layers.append(self.row_conv.compute(F.pad(self._drop(h), (0, 0, 0, self.row_conv.tau))))
+        layers.append(self.row_conv.compute(F.pad(h, (0, 0, 0, self.row_conv.tau))))
         return layers, n
-
-    def _drop(self, h: Tensor) -> Tensor:
-        return F.dropout(h, self.dropout, self.training) if self.dropout > 0 else h
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -72,40 +72,40 @@ class ServerConfig:
     speaker_adaptation: bool = True
     # an ensemble bundle's every network (models/ensemble.py); false: its own network only,
     # with the search settings kept for it alone: half a pair's model steps, for about a
-    # point of WER on models/default (README, "What the bundled model is good for")
+    # point of WER on models/default (RESULTS.md)
     ensemble: bool = True
     # files (REST, `harken transcribe`) heard through input transforms fitted to each one
     # first (models/input_adaptation.py) unless a request says otherwise (`adapt_input`):
-    # about a point of WER on unheard voices for about 0.3 of the file's length in compute
-    # before its first step (models/results/adapt.md); live streams never are. On, start-up
-    # also warms the sizes adapted files step at (models/default, int8, 2-core Zen 5: 9.1 s
-    # instead of 7.2, 376 step shapes instead of 336)
+    # about a point of WER on unheard voices, for compute before a file's first step that
+    # grows with its length (experiments/adapt.md); live streams never are, since the fit
+    # needs the whole recording. Off by default for that cost. On, start-up also warms the
+    # sizes adapted files step at, so it takes longer
     adapt_files: bool = False
-    # the fit's gradient steps and their rate (models/input_adaptation.py AdaptConfig): 2 at
-    # 0.1 keep about two thirds of the gain (TTS test 28.02% against 27.54%, 28.76% without)
-    # for half the cost (0.12 of a file's length against 0.23)
+    # the fit's gradient steps and their rate (models/input_adaptation.py AdaptConfig): fewer
+    # steps at a higher rate cost less and keep most of the gain (2 at 0.1: about two thirds
+    # of it for half the cost; experiments/adapt.md)
     adapt_steps: int = 5
     adapt_rate: float = 0.05
     # live streams (/v1/stream) fit a profile of their speaker from their own audio and hear
-    # the rest through it, unless a stream's config says otherwise (`adapt_speaker`): TTS dev
-    # 1.3-1.9 points of WER better once it is fitted (models/results/speaker.md), for fits on
-    # a second thread at 15, 30 and 60 s of the stream (24 s of one core in all, models/default
-    # on a 2-core Zen 5); with many new speakers a minute they queue and add latency
+    # the rest through it, unless a stream's config says otherwise (`adapt_speaker`): unheard
+    # voices read better once it is fitted, for fits on a second thread at profile_first_s,
+    # twice that, ... up to profile_max_s of the stream. Off by default: the fits cost CPU,
+    # and with many new speakers a minute they queue and add latency (experiments/speaker.md)
     adapt_speakers: bool = False
     profile_first_s: float = 15.0  # the stream's audio its first profile is fitted on
     profile_max_s: float = 60.0  # ... its last (refitted each time the audio has doubled)
     decoder: str = "beam"  # beam (with the bundle's LM when it has one) | greedy
     beam_size: int = 0  # beam width; 0 keeps the bundle's tuned decoder.json value
     # how far below the best a beam may score and stay (0 keeps decoder.json's): lower is
-    # faster and loses words (models/results/beam.md: 10 against the default's 12.5)
+    # faster and loses words (experiments/beam.md)
     beam_threshold: float = 0.0
-    # taken off every frame's blank log-prob before the search (decoder.json's blank_penalty;
-    # the default's 0.75 keeps characters the network gives unsure frames to the blank on
-    # unheard voices, models/results/blank.md): higher keeps more, and inserts more. Negative
-    # keeps the bundle's; 0 turns it off
+    # taken off every frame's blank log-prob before the search (decoder.json's blank_penalty):
+    # a penalty keeps characters that the network gives unsure frames to the blank on unheard
+    # voices (experiments/blank.md); higher keeps more, and inserts more. Negative keeps the
+    # bundle's; 0 turns it off
     blank_penalty: float = -1.0
     # the share of a partial word's best unigram score it pays before it ends (decoder.json's
-    # lookahead, models/results/lookahead.md): it keeps likely words in a narrower beam.
+    # lookahead; experiments/lookahead.md): so the beam keeps a likely word before its end.
     # Negative keeps the bundle's; 0 turns it off; at most 1
     lookahead: float = -1.0
     max_upload_mb: float = 25.0  # REST upload limit (OpenAI's is 25 MB); larger gets 413

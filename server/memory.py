@@ -47,8 +47,8 @@ async def trim_every(interval_s: float) -> None:
 def settle_heap() -> None:
     """Move every object alive now (torch, numba, the LM: about 200,000 of them) out of the
     garbage collector's reach. A full collection walks every tracked object, and with them
-    in the heap it stopped a decoder process for 100-150 ms now and then, each time delaying
-    every stream it serves (models/results/commit.md); after this it walks only what the
-    streams allocated. Call once, when start-up is done."""
+    in the heap it stopped a decoder process for a noticeable pause now and then, each time
+    delaying every stream it serves (experiments/commit.md); after this it walks only what
+    the streams allocated. Call once, when start-up is done."""
     gc.collect()
     gc.freeze()

@@ -135,7 +135,8 @@ def client_profile(engine: Engine, token: str | None) -> InputTransforms | None:
 
 
 def observe_profiles(res: Resources, session: Session) -> None:
-    """How long the stream's speaker profiles took to be heard (models/results/speaker.md)."""
+    """How long the stream's speaker profiles took to be heard: the first fit and the refits
+    apart, since refits wait for other fits to finish (experiments/speaker.md)."""
     for i, wait in enumerate(session.profile_waits):
         res.metrics.profile_wait_seconds.labels(fit="refit" if i else "first").observe(wait)
 

@@ -16,8 +16,10 @@ ones, and `importlib.import_module` / `__import__` of a literal name. The rules:
 - plotting is the `plot` extra: matplotlib is no core dependency, serving never imports it,
   and elsewhere only inside functions (importing a module never needs the extra).
 
-`results/` directories (`models/results/`, `loadtest/results/`, ...) hold experiment probes and
-scripts, not the packages: they are left out of the graph (another task moves them out).
+`results/` directories (`models/results/`, `loadtest/results/`, ...) hold only reports that the
+docs cite (the shipped default's figures, benchmark output), not code of the packages: they are
+left out of the graph, as is anything that may be added there. Experiments live in
+`experiments/`, outside the packages.
 """
 
 from __future__ import annotations

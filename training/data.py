@@ -29,7 +29,6 @@ class Example(NamedTuple):
     labels: torch.Tensor  # [L] int64 alphabet index + 1 (0 is the CTC blank)
     position: int  # index of the utterance in the manifest
     teacher: torch.Tensor | None = None  # [T', D] teacher targets per output frame (NaN: none)
-    twin: torch.Tensor | None = None  # [T, F] a second view of the same audio (DataConfig.views)
 
 
 class Batch(NamedTuple):
@@ -39,7 +38,6 @@ class Batch(NamedTuple):
     label_lengths: torch.Tensor  # [B] int64
     indices: torch.Tensor  # [B] int64 manifest positions, for logs and resume checks
     teacher: torch.Tensor | None = None  # [B, T', D] float32 targets, NaN where there are none
-    views: int = 1  # 2: rows B..2B-1 are second views of rows 0..B-1 (training/consistency.py)
 
 
 def encode(text: str, alphabet: Sequence[str] = ALPHABET) -> list[int]:
@@ -58,13 +56,6 @@ class DataConfig:
     seed: int = 0  # with the epoch and index, fixes every random perturbation
     teacher: TeacherTargets | None = None  # distillation targets (training/teacher.py)
     time_stride: int = 2  # the model's: output frames per feature frame, to align targets
-    views: int = 1  # 2: each example also carries a second, independently drawn feature view
-
-    def __post_init__(self) -> None:
-        if self.views not in (1, 2):
-            raise ValueError(f"views must be 1 or 2, got {self.views}")
-        if self.views == 2 and self.augment is None:
-            raise ValueError("two views of an utterance need augmentation, or they are the same")
 
 
 class SpeechDataset(Dataset[Example]):
@@ -94,24 +85,14 @@ class SpeechDataset(Dataset[Example]):
         n_clean = len(audio)
         if self.cfg.augment is not None:
             audio = augment(audio, self.cfg.augment, rng, self._babble)
-        clean = featurize(audio, self.cfg.features)
-        feats, twin = clean, None
+        feats = featurize(audio, self.cfg.features)
         if self.cfg.augment is not None:
-            feats = augment_features(clean, self.cfg.augment, rng, self.cfg.features)
-            if self.cfg.views == 2:  # the same waveform (and frames), its own warp and masks
-                other = np.random.default_rng([self.cfg.seed, self.epoch, index, 1])
-                twin = augment_features(clean, self.cfg.augment, other, self.cfg.features)
+            feats = augment_features(feats, self.cfg.augment, rng, self.cfg.features)
         labels = torch.tensor(self.labels[index], dtype=torch.int64)
         teacher = None
         if self.cfg.teacher is not None:
             teacher = self._targets(index, len(feats), len(audio) / max(n_clean, 1))
-        return Example(
-            torch.from_numpy(np.ascontiguousarray(feats)),
-            labels,
-            index,
-            teacher,
-            None if twin is None else torch.from_numpy(np.ascontiguousarray(twin)),
-        )
+        return Example(torch.from_numpy(np.ascontiguousarray(feats)), labels, index, teacher)
 
     def _targets(self, index: int, n_frames: int, stretch: float) -> torch.Tensor:
         """The teacher's frames under each output frame of this (speed-perturbed) example."""
@@ -139,17 +120,9 @@ def worker_init(worker_id: int) -> None:
 
 
 def collate(examples: Sequence[Example]) -> Batch:
-    """Pad features to the longest in the batch; concatenate labels. Examples with a second
-    view add it as a row of its own after all the first views (`Batch.views` 2)."""
+    """Pad features to the longest in the batch; concatenate labels and teacher targets."""
     if not examples:
         raise ValueError("cannot collate an empty batch")
-    twins = [e.twin is not None for e in examples]
-    if any(twins) and not all(twins):
-        raise ValueError("either every example of a batch has a second view or none has")
-    views = 2 if all(twins) else 1
-    if views == 2:
-        seconds = [e._replace(feats=e.twin, twin=None) for e in examples if e.twin is not None]
-        examples = [*examples, *seconds]
     lengths = [e.feats.shape[0] for e in examples]
     n_bins = examples[0].feats.shape[1]
     feats = torch.zeros(len(examples), max(lengths), n_bins, dtype=torch.float32)
@@ -169,5 +142,4 @@ def collate(examples: Sequence[Example]) -> Batch:
         label_lengths=torch.tensor([len(e.labels) for e in examples], dtype=torch.int64),
         indices=torch.tensor([e.position for e in examples], dtype=torch.int64),
         teacher=teacher,
-        views=views,
     )

@@ -7,10 +7,8 @@ every old unit and from the output computes exactly the old function on the firs
 training then decides what the new units are for. Only `rnn_hidden` grows: a GRU has no
 identity setting, so a new layer cannot start as a no-op.
 
-The row convolution's look-ahead can grow the same way (`lengthen`): its new taps on later
-frames start at zero, so the longer network computes the old function and training decides
-how much of the extra future it wants (DS2 §3.7: future context is what a unidirectional
-network lacks). It costs the same in latency on partials, nothing on the final.
+Lengthening the row convolution and deepening with residual layers were tried and not
+adopted (experiments/rowconv.md, deep.md); their code is at commit 13cc3b3.
 """
 
 from __future__ import annotations
@@ -68,49 +66,3 @@ def widen(small: DS2, hidden: int, seed: int = 0) -> DS2:
     big.output.weight[:, :old] = small.output.weight
     big.output.bias.copy_(small.output.bias)
     return big
-
-
-@torch.no_grad()
-def lengthen(short: DS2, tau: int) -> DS2:
-    """A copy of `short` whose row convolution sees `tau` future frames instead of its own
-    tau, computing what `short` does: the new taps (on frames further ahead) are zero. Offline
-    the output is unchanged; streaming, each frame comes `tau - old` frames later."""
-    old = short.config.row_conv_tau
-    if tau < old:
-        raise ValueError(f"row_conv_tau can grow, not shrink ({old} -> {tau})")
-    config = dataclasses.replace(short.config, row_conv_tau=tau)
-    long = DS2(config, folded=short.folded).to(next(short.parameters()).device)
-    state = short.state_dict()
-    w = long.row_conv.weight
-    w.zero_()
-    w[:, :, : old + 1] = state.pop("row_conv.weight")
-    state["row_conv.weight"] = w.clone()
-    long.load_state_dict(state)
-    return long
-
-
-@torch.no_grad()
-def deepen(shallow: DS2, layers: int, seed: int = 0, gain: float = 0.0) -> DS2:
-    """A copy of `shallow` with `layers` recurrent layers, the new ones residual on top of the
-    old (before the row convolution), with a fresh layer's random weights and every unit's
-    gain `gain`. At zero the row convolution reads exactly the old top layer's outputs until
-    training moves the gains; a small gain changes the function a little but lets the new
-    weights learn from the first step. Folded or trainable, as `shallow` is."""
-    old = shallow.config.rnn_layers
-    if layers <= old:
-        raise ValueError(f"rnn_layers can grow, not shrink or stay ({old} -> {layers})")
-    config = dataclasses.replace(
-        shallow.config,
-        rnn_layers=layers,
-        rnn_residual_layers=shallow.config.rnn_residual_layers + layers - old,
-    )
-    with torch.random.fork_rng(devices=[]):  # data-parallel replicas deepen identically
-        torch.manual_seed(seed)
-        deep = DS2(config, folded=shallow.folded).to(next(shallow.parameters()).device)
-    state = deep.state_dict()
-    state.update(shallow.state_dict())  # every old tensor keeps its name; new layers are extra
-    deep.load_state_dict(state)
-    for layer in deep.rnn_stack[old:]:
-        assert layer.gain is not None  # the new layers are residual
-        layer.gain.fill_(gain)
-    return deep

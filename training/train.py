@@ -8,20 +8,20 @@ stopped: weights, optimiser, step, epoch and the position inside the epoch (batc
 function of seed and epoch; augmentation of seed, epoch and utterance). Launch with
 `torchrun --nproc-per-node N -m harken_cli train ...` for synchronous data-parallel SGD (DS2
 §4.1): gloo on CPU, NCCL on GPU.
+
+This module is the loop; training/export.py writes its bundles and training/cli.py is
+`harken train`'s command line.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import json
 import math
 import os
-import platform
-import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -35,33 +35,20 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from models.bundle import (
-    BundleError,
-    carry_decoder_files,
-    load_bundle,
-    read_bundle_config,
-    save_bundle,
-    unfold_batchnorm,
-)
-from models.config import INFERENCE_ONLY, ModelConfig, parse_bool
+from models.bundle import BundleError, load_bundle, unfold_batchnorm
+from models.config import INFERENCE_ONLY, ModelConfig
 from models.ds2 import DS2
-from models.ensemble import alone_search
 from models.features import featurize
-from models.manifest import Utterance, read_manifest
+from models.manifest import Utterance
 from models.metrics import error_rates, greedy_decode
 from models.precision import bf16_units
-from training.adversary import VoiceAdversary, voice_ids, voice_losses
 from training.augment import AUGMENT_PRESETS, AugmentConfig
-from training.batching import STRATEGIES, BatchConfig, BatchSampler, padding_ratio
-from training.consistency import consistency_losses
+from training.batching import BatchConfig, BatchSampler
 from training.data import Batch, DataConfig, SpeechDataset, collate, load_audio, worker_init
-from training.distill import distill_losses
-from training.dropout import recalibrated
-from training.grow import deepen, lengthen, widen
-from training.heads import WithHeads, check_layer, layer_name
+from training.distill import Distillation
+from training.extra_loss import ExtraLoss, WithHeads
+from training.grow import widen
 from training.pause import PauseClock
-from training.phones import PhoneHead, phone_losses, phone_targets, read_lexicon
-from training.soft_targets import SoftTeacher, soft_losses
 from training.teacher import TeacherTargets
 
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
@@ -115,31 +102,6 @@ class TrainConfig:
     ema_decay: float = 0.0  # > 0: score and export a moving average of the weights (see ema_rate)
     teacher: str = ""  # `harken teacher` targets: distil them into the hidden state (distill.py)
     distill_weight: float = 0.0  # the distillation loss's weight beside CTC's (with teacher)
-    soft_teacher: str = ""  # a bundle (an ensemble too) whose per-frame outputs are targets
-    soft_weight: float = 0.0  # the KL term's weight beside CTC's (with soft_teacher)
-    adversary_scale: float = 0.0  # > 0: a voice classifier's reversed gradient, at this scale
-    adversary_layer: int = -1  # what it reads: -1 the row-conv output, i recurrent layer i
-    phone_lexicon: str = ""  # a pronouncing dictionary: a phone CTC head beside (phones.py)
-    phone_weight: float = 0.0  # the phone CTC loss's weight beside CTC's (with phone_lexicon)
-    phone_layer: int = 1  # the recurrent layer the phone head reads (-1: the row-conv output)
-    phone_probe_steps: int = 200  # first steps the phone head's gradient stops at its layer
-    phone_head_lr: float = 30.0  # the phone head's rate as a multiple of the network's
-    # the row convolution's rate as a multiple of the network's: taps that lengthening added
-    # start at zero (grow.py), and a fine-tuning rate leaves them near it (rowconv.md)
-    row_conv_lr: float = 1.0
-    # the residual recurrent layers' rate as a multiple of the network's: layers that deepening
-    # added start with fresh weights at a small gain (residual_gain), where a fine-tuning rate
-    # is slow (grow.py)
-    residual_lr: float = 1.0
-    # the gain deepening's new residual layers start at: 0 keeps the trained function exactly,
-    # but there only the gain has a gradient, against a fresh layer's random outputs (deep.md)
-    residual_gain: float = 0.0
-    # > 0: each utterance heard twice under independent feature augmentation, each view's
-    # frames pulled towards the other's by a KL term of this weight (consistency.py)
-    consistency_weight: float = 0.0
-    # the share of each recurrent layer's and the row convolution's inputs zeroed per step;
-    # BatchNorm is re-measured without it before a model is scored or exported (dropout.py)
-    dropout: float = 0.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -175,42 +137,6 @@ class TrainConfig:
                 "teacher and distill_weight go together: a teacher's targets directory and a "
                 f"weight > 0, or neither (got {self.teacher!r} and {self.distill_weight})"
             )
-        if bool(self.soft_teacher) != (self.soft_weight > 0):
-            raise ValueError(
-                "soft_teacher and soft_weight go together: a bundle and a weight > 0, or "
-                f"neither (got {self.soft_teacher!r} and {self.soft_weight})"
-            )
-        if self.adversary_scale < 0:
-            raise ValueError(f"adversary_scale must be >= 0, got {self.adversary_scale}")
-        if min(self.row_conv_lr, self.residual_lr) <= 0:
-            raise ValueError(
-                f"row_conv_lr and residual_lr must be > 0, got {self.row_conv_lr} and "
-                f"{self.residual_lr}"
-            )
-        if self.phone_head_lr <= 0 or self.phone_probe_steps < 0:
-            raise ValueError(
-                f"phone_head_lr must be > 0 and phone_probe_steps >= 0, got "
-                f"{self.phone_head_lr} and {self.phone_probe_steps}"
-            )
-        if self.residual_gain and not self.init_from:
-            raise ValueError(
-                f"residual_gain {self.residual_gain:g} starts the layers that deepening a bundle "
-                "adds, and this run starts from scratch: give init_from, or leave it at 0"
-            )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1) (0: none), got {self.dropout}")
-        if self.consistency_weight < 0:
-            raise ValueError(f"consistency_weight must be >= 0, got {self.consistency_weight}")
-        if self.consistency_weight > 0 and not self.augment:
-            raise ValueError(
-                "consistency_weight needs augmentation: two views of an utterance without it "
-                "are the same view"
-            )
-        if bool(self.phone_lexicon) != (self.phone_weight > 0):
-            raise ValueError(
-                "phone_lexicon and phone_weight go together: a pronouncing dictionary and a "
-                f"weight > 0, or neither (got {self.phone_lexicon!r} and {self.phone_weight})"
-            )
 
     def augmentation(self) -> AugmentConfig | None:
         """The preset with this run's band effects; None without augmentation."""
@@ -221,6 +147,58 @@ class TrainConfig:
             p_lowpass=self.p_lowpass,
             p_telephone=self.p_telephone,
             p_8bit=self.p_8bit,
+        )
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str = "a saved run") -> TrainConfig:
+        """A TrainConfig from a checkpoint's or run record's `train_config`. Fields of the
+        techniques the consolidation removed (REMOVED) are dropped where they hold their
+        neutral value; one that was on is refused (`refuse_removed`), so a resumed run never
+        silently trains without it. Fields this version does not know are refused too."""
+        refuse_removed(d, where)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known - set(REMOVED))
+        if unknown:
+            raise ValueError(f"{where} has train_config fields this trainer lacks: {unknown}")
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+# TrainConfig fields of techniques that were tried and not adopted (experiments/*.md), with
+# the value each had when off; their code was removed from the product in the consolidation
+# and is at commit 13cc3b3. A field whose technique is off may hold any value (the head's
+# layer, say, of a run without the head): only the switches are compared.
+REMOVED: dict[str, tuple[Any, str]] = {
+    "soft_teacher": ("", "soft targets (experiments/soft.md)"),
+    "soft_weight": (0.0, "soft targets (experiments/soft.md)"),
+    "adversary_scale": (0.0, "the voice adversary (experiments/adversary.md)"),
+    "adversary_layer": (None, "the voice adversary"),
+    "phone_lexicon": ("", "phone targets (experiments/phones.md)"),
+    "phone_weight": (0.0, "phone targets (experiments/phones.md)"),
+    "phone_layer": (None, "phone targets"),
+    "phone_probe_steps": (None, "phone targets"),
+    "phone_head_lr": (None, "phone targets"),
+    "row_conv_lr": (1.0, "the row convolution's own rate (experiments/rowconv.md)"),
+    "residual_lr": (1.0, "the residual layers' own rate (experiments/deep.md)"),
+    "residual_gain": (0.0, "deepening's starting gain (experiments/deep.md)"),
+    "consistency_weight": (0.0, "consistency regularisation (experiments/consistency.md)"),
+    "dropout": (0.0, "dropout (experiments/dropout.md)"),
+}
+REMOVED_AT = "13cc3b3"
+
+
+def refuse_removed(d: Mapping[str, Any], where: str) -> None:
+    """Raise ValueError naming every removed technique that `d` (a saved train_config) had
+    on: this trainer cannot continue or reproduce such a run."""
+    on = [
+        f"{k}={d[k]!r} ({what})"
+        for k, (neutral, what) in REMOVED.items()
+        if neutral is not None and k in d and d[k] not in (neutral, None)
+    ]
+    if on:
+        raise ValueError(
+            f"{where} was trained with {', '.join(on)}, which this trainer no longer has (the "
+            f"code was removed in the consolidation; it is at commit {REMOVED_AT}): continue "
+            "it there, or start a new --out"
         )
 
 
@@ -346,78 +324,26 @@ class Trainer:
         aug = cfg.augmentation()
         self.teacher = TeacherTargets(cfg.teacher) if cfg.teacher else None
         data_cfg = DataConfig(
-            model_cfg.features,
-            aug,
-            cfg.seed,
-            self.teacher,
-            model_cfg.time_stride,
-            views=2 if cfg.consistency_weight > 0 else 1,
+            model_cfg.features, aug, cfg.seed, self.teacher, model_cfg.time_stride
         )
         self.train_set = SpeechDataset(train, data_cfg)
         self.dev = dev
         self.model = DS2(model_cfg).to(self.dist.device)
-        self.model.dropout = cfg.dropout
-        if cfg.residual_lr != 1.0 and not model_cfg.rnn_residual_layers:
-            raise ValueError(
-                f"residual_lr {cfg.residual_lr:g} steps the residual recurrent layers, and this "
-                "model has none: deepen it (rnn_layers, rnn_residual_layers) or leave it at 1"
-            )
-        self.ddp: torch.nn.Module = self.model
-        # distillation's projection into the teacher's space: trained, checkpointed, not exported
-        self.projection: torch.nn.Linear | None = None
+        # losses beside CTC, each with a training-only head (extra_loss.py): trained and
+        # checkpointed, not exported
+        self.extra_losses: list[ExtraLoss] = []
         if self.teacher is not None:
-            self.projection = torch.nn.Linear(model_cfg.rnn_hidden, self.teacher.dim)
-            self.projection.to(self.dist.device)
             if not self.teacher.covers(train):
                 raise ValueError(f"{cfg.teacher} has targets for none of the training audio")
-        # the voice adversary (adversary.py): trained, checkpointed, not exported
-        self.adversary: VoiceAdversary | None = None
-        self.voice_of = torch.zeros(0, dtype=torch.int64)  # manifest position -> voice index
-        if cfg.adversary_scale > 0:
-            check_layer("adversary_layer", cfg.adversary_layer, model_cfg.rnn_layers)
-            ids, names = voice_ids(train)
-            self.voice_of = torch.tensor(ids, dtype=torch.int64)
-            self.adversary = VoiceAdversary(model_cfg.rnn_hidden, names, cfg.adversary_scale)
-            self.adversary.to(self.dist.device)
-        # the phone head (phones.py): trained, checkpointed, not exported
-        self.phones: PhoneHead | None = None
-        self.phones_of: list[tuple[int, ...] | None] = []  # manifest position -> phone ids
-        if cfg.phone_lexicon:
-            check_layer("phone_layer", cfg.phone_layer, model_cfg.rnn_layers)
-            try:
-                self.phones_of = phone_targets(train, read_lexicon(cfg.phone_lexicon))
-            except OSError as e:
-                raise ValueError(f"phone_lexicon: {e}") from None
-            if not any(self.phones_of):
-                raise ValueError(
-                    f"{cfg.phone_lexicon} spells every word of none of the training utterances"
-                )
-            self.phones = PhoneHead(model_cfg.rnn_hidden).to(self.dist.device)
-        self.phone_loss = 0.0  # the last step's mean per-utterance phone CTC loss
-        self.phoned = 0  # how many of the last step's utterances had phones
-        self.heads: WithHeads | None = None
-        if any(h is not None for h in (self.projection, self.adversary, self.phones)):
-            self.ddp = self.heads = WithHeads(
-                self.model,
-                self.projection,
-                self.adversary,
-                cfg.adversary_layer,
-                self.phones,
-                cfg.phone_layer,
-            )
-        self.adversary_loss = 0.0  # the last step's mean per-utterance voice cross-entropy
-        self.voices_named = 0.0  # the last step's share of frames whose voice it named
-        self.distill_loss = 0.0  # the last step's mean per-utterance distillation loss
-        self.soft = (
-            SoftTeacher(cfg.soft_teacher, model_cfg, str(self.dist.device))
-            if cfg.soft_teacher
-            else None
-        )
-        self.soft_loss = 0.0  # the last step's mean per-utterance KL to the soft teacher
-        self.consistency_loss = 0.0  # the last step's mean per-row KL between the two views
+            distill = Distillation(self.teacher, model_cfg.rnn_hidden, cfg.distill_weight)
+            self.extra_losses.append(distill)
+        for extra in self.extra_losses:
+            extra.head.to(self.dist.device)
+        self.extra_logged: dict[str, float] = {}  # each extra loss's last step's mean
+        self.ddp: torch.nn.Module = self.model
+        if self.extra_losses:
+            self.ddp = WithHeads(self.model, [e.head for e in self.extra_losses])
         self.ema: DS2 | None = None  # the moving average of the weights, when cfg.ema_decay
-        self._calibration: list[torch.Tensor] = []  # dropout's BatchNorm re-measurement
-        self._scored: tuple[int, DS2] | None = None  # (step, scored_model) with dropout
         self.optimizer = self._optimizer()
         self.sampler = BatchSampler(
             self.train_set.durations(), batch_cfg, self.dist.rank, self.dist.world
@@ -432,47 +358,19 @@ class Trainer:
             "cuda", enabled=cfg.precision == "fp16" and self.dist.device.type == "cuda"
         )
 
-    def _groups(self) -> list[dict[str, Any]]:
-        """Every parameter the optimiser steps, the model's and its training-only heads', in
-        groups, each with the multiple of the schedule's rate it steps at: a fine-tuning run's
-        phone head starts from nothing at a rate chosen for weights that are already trained,
-        so it gets its own group (phone_head_lr), and so may the row convolution, whose new
-        taps start at zero after lengthening (row_conv_lr), and the residual layers, which
-        deepening adds at gain zero (residual_lr); each its own group only when asked, so that
-        earlier checkpoints resume)."""
-        heads = [h for h in (self.projection, self.adversary) if h is not None]
-        row = list(self.model.row_conv.parameters()) if self.cfg.row_conv_lr != 1.0 else []
-        residual = [
-            p
-            for layer in self.model.rnn_stack
-            if layer.gain is not None and self.cfg.residual_lr != 1.0
-            for p in layer.parameters()
-        ]
-        apart = {id(p) for p in (*row, *residual)}
-        own = [p for p in self.model.parameters() if id(p) not in apart]
-        network = [*own, *(p for h in heads for p in h.parameters())]
-        groups: list[dict[str, Any]] = [{"params": network, "rate_scale": 1.0}]
-        if row:
-            groups.append({"params": row, "rate_scale": self.cfg.row_conv_lr})
-        if residual:
-            groups.append({"params": residual, "rate_scale": self.cfg.residual_lr})
-        if self.phones is not None:
-            groups.append(
-                {"params": list(self.phones.parameters()), "rate_scale": self.cfg.phone_head_lr}
-            )
-        return groups
-
     def _optimizer(self) -> torch.optim.Optimizer:
         c = self.cfg
+        heads = [p for e in self.extra_losses for p in e.head.parameters()]
+        params = [*self.model.parameters(), *heads]
         if c.optimizer == "sgd":
             return torch.optim.SGD(
-                self._groups(),
+                params,
                 lr=c.lr,
                 momentum=c.momentum,
                 nesterov=True,
                 weight_decay=c.weight_decay,
             )
-        return torch.optim.AdamW(self._groups(), lr=c.lr, weight_decay=c.weight_decay)
+        return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay)
 
     # -- checkpoints -------------------------------------------------------------------------
 
@@ -489,10 +387,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict(),
             "ema": self.ema.state_dict() if self.ema is not None else None,
-            "projection": self.projection.state_dict() if self.projection is not None else None,
-            "adversary": self.adversary.state_dict() if self.adversary is not None else None,
-            "adversary_voices": list(self.adversary.voices) if self.adversary is not None else None,
-            "phones": self.phones.state_dict() if self.phones is not None else None,
+            **{e.key: e.head.state_dict() for e in self.extra_losses},
             "progress": dataclasses.asdict(self.progress),
             "model_config": self.model.config.to_dict(),
             "train_config": dataclasses.asdict(self.cfg),
@@ -512,31 +407,20 @@ class Trainer:
             raise ValueError(
                 f"{self.checkpoint_path} was trained with another model config; use a new --out"
             )
+        # a run with a technique this trainer no longer has (REMOVED) must not go on without it
+        refuse_removed(state.get("train_config", {}), str(self.checkpoint_path))
+        heads = [k for k in ("adversary", "phones") if state.get(k) is not None]
+        if heads:  # the checkpoints of those runs kept their training-only heads
+            raise ValueError(
+                f"{self.checkpoint_path} holds training-only heads ({', '.join(heads)}) of "
+                f"techniques this trainer no longer has (removed; at commit {REMOVED_AT}): "
+                "continue it there, or start a new --out"
+            )
         distilled = state.get("projection") is not None
-        if (self.projection is not None) != distilled:
+        if (self.teacher is not None) != distilled:
             raise ValueError(
                 f"{self.checkpoint_path} was trained {'with' if distilled else 'without'} a "
                 "teacher; resume it with the same --teacher, or use a new --out"
-            )
-        voices = state.get("adversary_voices")
-        mine = list(self.adversary.voices) if self.adversary is not None else None
-        if voices != mine:
-            trained = (
-                "without a voice adversary"
-                if voices is None
-                else "with a voice adversary"
-                if mine is None
-                else "with a voice adversary over other voices (other training manifests)"
-            )
-            raise ValueError(
-                f"{self.checkpoint_path} was trained {trained}; resume it with the same "
-                "--adversary-scale and training manifests, or use a new --out"
-            )
-        phoned = state.get("phones") is not None
-        if (self.phones is not None) != phoned:
-            raise ValueError(
-                f"{self.checkpoint_path} was trained {'with' if phoned else 'without'} a phone "
-                "head; resume it with the same --phone-lexicon, or use a new --out"
             )
         if state.get("ema") is not None and self.cfg.ema_decay == 0:
             # without the flag the average would be dropped: a resumed run would restart it
@@ -547,12 +431,8 @@ class Trainer:
                 f"export it with --ema-decay {decay or 'as it was trained'}"
             )
         self.model.load_state_dict(state["model"])
-        if self.projection is not None:
-            self.projection.load_state_dict(state["projection"])
-        if self.adversary is not None:
-            self.adversary.load_state_dict(state["adversary"])
-        if self.phones is not None:
-            self.phones.load_state_dict(state["phones"])
+        for extra in self.extra_losses:
+            extra.head.load_state_dict(state[extra.key])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
         if self.cfg.ema_decay > 0 and state.get("ema") is not None:
@@ -577,22 +457,7 @@ class Trainer:
         inference = {k: getattr(mine, k) for k in INFERENCE_ONLY}  # re-tuned after training
         grows = mine.rnn_hidden > theirs.rnn_hidden  # a wider copy (training/grow.py)
         hidden = max(mine.rnn_hidden, theirs.rnn_hidden)
-        tau = max(mine.row_conv_tau, theirs.row_conv_tau)  # a longer look-ahead (the same)
-        deeper = max(mine.rnn_layers - theirs.rnn_layers, 0)  # residual layers on top (the same)
-        grown = dataclasses.replace(
-            theirs,
-            features=mine.features,
-            rnn_hidden=hidden,
-            row_conv_tau=tau,
-            rnn_layers=theirs.rnn_layers + deeper,
-            rnn_residual_layers=theirs.rnn_residual_layers + deeper,
-        )
-        if deeper and mine.rnn_residual_layers != grown.rnn_residual_layers:
-            raise BundleError(
-                f"{path} has rnn_layers={theirs.rnn_layers} ({theirs.rnn_residual_layers} "
-                f"residual); deepening to {mine.rnn_layers} needs the new ones residual: "
-                f"--rnn-residual-layers {grown.rnn_residual_layers}"
-            )
+        grown = dataclasses.replace(theirs, features=mine.features, rnn_hidden=hidden)
         if dataclasses.replace(grown, **inference) != mine:
             m, t = mine.to_dict(), theirs.to_dict()
             skip = ("features", *INFERENCE_ONLY)
@@ -611,20 +476,6 @@ class Trainer:
             if self.dist.main:
                 print(f"widening {path}: rnn_hidden {theirs.rnn_hidden} -> {mine.rnn_hidden}")
             model = widen(model, mine.rnn_hidden)
-        if mine.row_conv_tau > theirs.row_conv_tau:
-            if self.dist.main:
-                print(f"lengthening {path}: row_conv_tau {theirs.row_conv_tau} -> {tau}")
-            model = lengthen(model, tau)
-        if deeper:
-            if self.dist.main:
-                print(f"deepening {path}: rnn_layers {theirs.rnn_layers} -> {mine.rnn_layers}")
-            model = deepen(model, mine.rnn_layers, gain=self.cfg.residual_gain)
-        elif self.cfg.residual_gain:
-            raise BundleError(
-                f"residual_gain {self.cfg.residual_gain:g} starts the layers that deepening "
-                f"adds, and {path} already has rnn_layers={theirs.rnn_layers}: raise "
-                "rnn_layers to deepen it, or leave residual_gain at 0"
-            )
         self.model.load_state_dict(model.state_dict())
 
     # -- training ----------------------------------------------------------------------------
@@ -642,15 +493,11 @@ class Trainer:
             self.cfg, self.progress.step, self.total_steps, self.progress.train_seconds
         )
         for g in self.optimizer.param_groups:
-            g["lr"] = rate * g.get("rate_scale", 1.0)
-        if self.heads is not None:
-            self.heads.phones_reach_network = self.progress.step >= self.cfg.phone_probe_steps
+            g["lr"] = rate
         statistics = [b.clone() for b in self.model.buffers()]  # BatchNorm's, kept for _skip
         feats, feat_lens = batch.feats.to(dev, non_blocking=True), batch.feat_lengths.to(dev)
         with self._autocast():
-            outputs = self.ddp(feats, feat_lens)
-            soft = self.soft(feats, feat_lens) if self.soft is not None else None
-        log_probs, out_lens = outputs[0], outputs[1]
+            log_probs, out_lens, *heads = self.ddp(feats, feat_lens)
         losses = F.ctc_loss(
             log_probs.float().transpose(0, 1),
             batch.labels.to(dev),
@@ -663,40 +510,16 @@ class Trainer:
         # DDP averages gradients over ranks, so each shard's summed loss is scaled by
         # world / global batch: shards of unequal size then weigh every utterance alike.
         total = losses.sum()
-        if self.adversary is not None:
-            voices = self.voice_of[batch.indices].to(dev)
-            ce, self.voices_named = voice_losses(outputs[3], voices, out_lens)
-            total = total + ce.sum()  # the classifier learns at full rate; the network reversed
-            self.adversary_loss = float(ce.detach().mean())
-        if self.projection is not None:
-            if batch.teacher is None:
-                raise ValueError("a distilling run got a batch without teacher targets")
-            distill = distill_losses(outputs[2], batch.teacher.to(dev), out_lens)
-            total = total + self.cfg.distill_weight * distill.sum()
-            self.distill_loss = float(distill.detach().mean())
-        if self.phones is not None:
-            targets = [self.phones_of[i] for i in batch.indices.tolist()]
-            ph, self.phoned = phone_losses(outputs[4], targets, out_lens)
-            total = total + self.cfg.phone_weight * ph.sum()
-            self.phone_loss = float(ph.detach().sum()) / max(self.phoned, 1)
-        if batch.views == 2:
-            cr = consistency_losses(log_probs, out_lens)
-            total = total + self.cfg.consistency_weight * cr.sum()
-            self.consistency_loss = float(cr.detach().mean())
-        if soft is not None:
-            kl = soft_losses(log_probs, soft[0], out_lens)
-            total = total + self.cfg.soft_weight * kl.sum()
-            self.soft_loss = float(kl.detach().mean())
+        for extra, out in zip(self.extra_losses, heads, strict=True):
+            term = extra.losses(out, out_lens, batch)
+            total = total + extra.weight * term.sum()
+            self.extra_logged[extra.log_key] = float(term.detach().mean())
         loss = total * self.dist.world / max(self._global_batch(len(batch.indices)), 1)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()  # type: ignore[no-untyped-call]
         self.scaler.unscale_(self.optimizer)
-        groups = [g["params"] for g in self.optimizer.param_groups]
-        # each group clipped on its own: a new phone head's large early gradient must not
-        # shrink the network's step (the head's group holds only the head); the sum of the
-        # norms is only read for being finite
-        norm = sum(torch.nn.utils.clip_grad_norm_(ps, self.cfg.grad_clip) for ps in groups)
-        assert isinstance(norm, torch.Tensor)
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)
         if not (self.scaler.is_enabled() or torch.isfinite(norm)):  # fp16's scaler skips these
             self._skip(batch, losses, statistics)
             return float(losses.detach().mean())
@@ -750,21 +573,8 @@ class Trainer:
     @property
     def final_model(self) -> DS2:
         """The weights this run scores on dev and exports: their moving average when
-        averaging is on, else the weights themselves (`scored_model` is what is scored)."""
+        averaging is on, else the weights themselves."""
         return self.ema if self.ema is not None else self.model
-
-    def scored_model(self) -> DS2:
-        """`final_model` as dev scores it and the bundle keeps it: with dropout, a copy whose
-        BatchNorm statistics are re-measured without it (dropout.py), once per step."""
-        if self.cfg.dropout == 0:
-            return self.final_model
-        step = self.progress.step
-        if self._scored is None or self._scored[0] != step:
-            if not self._calibration:
-                limit = self.cfg.calibration_utterances
-                self._calibration = list(training_features(self.train_set, limit))
-            self._scored = (step, recalibrated(self.final_model, self._calibration))
-        return self._scored[1]
 
     def _global_batch(self, shard: int) -> int:
         """Utterances in this step over all ranks (the last batch may split unevenly)."""
@@ -882,26 +692,7 @@ class Trainer:
                         "step": p.step,
                         "epoch": p.epoch,
                         "loss": loss,
-                        **({"distill_loss": self.distill_loss} if self.projection else {}),
-                        **({"soft_loss": self.soft_loss} if self.soft else {}),
-                        **(
-                            {"consistency_loss": self.consistency_loss}
-                            if self.cfg.consistency_weight > 0
-                            else {}
-                        ),
-                        **(
-                            {"phone_loss": self.phone_loss, "phoned": self.phoned}
-                            if self.phones
-                            else {}
-                        ),
-                        **(
-                            {
-                                "adversary_loss": self.adversary_loss,
-                                "voices_named": self.voices_named,
-                            }
-                            if self.adversary
-                            else {}
-                        ),
+                        **self.extra_logged,
                         "lr": self.optimizer.param_groups[0]["lr"],
                         "audio_s_per_s": rate,
                     }
@@ -939,7 +730,7 @@ class Trainer:
         if not self.dev or not self.dist.main:
             return {}
         dev = self.dev[: self.cfg.dev_limit] if self.cfg.dev_limit else self.dev
-        hyps = transcribe_greedy(self.scored_model(), dev, self.dist.device)
+        hyps = transcribe_greedy(self.final_model, dev, self.dist.device)
         return error_rates([u.text for u in dev], hyps)
 
     def _log(self, record: dict[str, Any]) -> None:
@@ -970,388 +761,3 @@ def transcribe_greedy(
         for j, i in enumerate(idx):
             hyps[i] = greedy_decode(lp[j, : int(n[j])].float().cpu().numpy(), model.config.alphabet)
     return hyps
-
-
-def export(trainer: Trainer, path: Path, train_manifest: str) -> Path:
-    """Write the trained model as a bundle with its provenance."""
-    p, model = trainer.progress, trainer.scored_model()
-    last: dict[str, Any] = next((h for h in reversed(p.history) if "wer" in h), {})
-    provenance: dict[str, Any] = {
-        "train_manifest": train_manifest,
-        "train_hours_per_epoch": round(sum(trainer.train_set.durations()) / 3600, 2),
-        "steps": p.step,
-        "epochs_completed": p.epoch,
-        "train_time_hours": round(p.train_seconds / 3600, 2),
-        "hardware": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {trainer.dist.world} process(es)",
-        "precision": trainer.cfg.precision,
-        "weight_averaging": f"moving average, decay {trainer.cfg.ema_decay}"
-        if trainer.ema is not None
-        else "none",
-        "dev_greedy_wer": last.get("wer"),
-        "dev_greedy_cer": last.get("cer"),
-        "dev_greedy_at_step": last.get("step"),
-        "augmentation": trainer.train_set.cfg.augment.describe()
-        if trainer.train_set.cfg.augment
-        else "none",
-    }
-    if trainer.teacher is not None:
-        provenance["distillation"] = (
-            f"{trainer.teacher.name}, cosine on the row-conv output, weight "
-            f"{trainer.cfg.distill_weight:g}"
-        )
-    if trainer.soft is not None:
-        shares = trainer.soft.networks.weights
-        provenance["soft_targets"] = (
-            f"{trainer.soft.name} (per-frame mix of {len(shares)} network(s), shares "
-            f"{', '.join(f'{w:.2f}' for w in shares)}), KL weight {trainer.cfg.soft_weight:g}"
-        )
-    if trainer.cfg.consistency_weight > 0:
-        provenance["consistency"] = (
-            "each utterance heard twice per step under independent feature augmentation "
-            f"(warps, colour, masks), a KL term of weight {trainer.cfg.consistency_weight:g} "
-            "between the two views' frames (CR-CTC)"
-        )
-    if trainer.adversary is not None:
-        provenance["voice_adversary"] = (
-            f"a classifier of {len(trainer.adversary.voices)} voices on "
-            f"{layer_name(trainer.cfg.adversary_layer)}, "
-            f"gradient reversed at scale {trainer.cfg.adversary_scale:g}"
-        )
-    if trainer.phones is not None:
-        have = sum(1 for t in trainer.phones_of if t)
-        provenance["phone_targets"] = (
-            f"a phone CTC head on {layer_name(trainer.cfg.phone_layer)}, weight {trainer.cfg.phone_weight:g}, phones from "
-            f"{Path(trainer.cfg.phone_lexicon).name} for {have} of {len(trainer.phones_of)} "
-            "training utterances"
-        )
-    if trainer.cfg.dropout > 0:
-        provenance["dropout"] = (
-            f"{trainer.cfg.dropout:g} of each recurrent layer's and the row convolution's "
-            f"inputs; BatchNorm re-measured without it on {len(trainer._calibration)} "
-            "training utterances"
-        )
-    if trainer.cfg.init_from:  # what the fine-tuned bundle had behind it, by value
-        provenance["fine_tuned_from"] = trainer.cfg.init_from
-        stages = lineage(read_bundle_config(trainer.cfg.init_from).get("provenance", {}))
-        provenance["earlier_stages"] = stages
-        hours = [s["train_time_hours"] for s in [*stages, provenance]]
-        if all(isinstance(h, int | float) for h in hours):
-            provenance["total_train_time_hours"] = round(sum(hours), 2)
-        if carried := carry_language_model(trainer.cfg.init_from, path):
-            provenance["language_model"] = carried
-    return save_bundle(model, path, provenance=provenance)
-
-
-def carry_language_model(init_from: str, path: Path) -> str:
-    """Copy the LM and search settings of the bundle a fine-tune started from into its
-    export (its decoder.json and the files that names), and say so; '' when it has none.
-    An ensemble's search settings were tuned for its networks together: the export is its
-    own network alone, so the settings it keeps for that (`ensemble.alone`) replace them."""
-    alone = alone_search(init_from)
-    carried = carry_decoder_files(init_from, path, alone)
-    if not carried:
-        print(f"{init_from} has no LM (decoder.json): {path} is exported without one")
-        return ""
-    what = f"{', '.join(carried)} carried over from {init_from}"
-    if alone:
-        settings = ", ".join(f"{k} {v:g}" for k, v in sorted(alone.items()))
-        what += f", with the search settings its own network has alone ({settings})"
-    print(f"{path}: {what}")
-    return what
-
-
-def _dev_cer_of(bundle: Path) -> float | None:
-    """The dev CER a bundle's provenance records, if that bundle exists."""
-    try:
-        cer = read_bundle_config(bundle).get("provenance", {}).get("dev_greedy_cer")
-    except (OSError, ValueError):
-        return None
-    return float(cer) if isinstance(cer, int | float) else None
-
-
-def export_checkpoint(trainer: Trainer, bundle: Path, train_manifest: str) -> int:
-    """`--export-only`: the bundle of the run's checkpoint, as `fit` would have exported it."""
-    if not trainer.dist.main:
-        return 0
-    try:
-        if not trainer.resume():
-            print(f"harken train: error: no checkpoint in {trainer.out}", file=sys.stderr)
-            return 2
-    except ValueError as e:  # another model config, or a teacher given or missing
-        print(f"harken train: error: {e}", file=sys.stderr)
-        return 2
-    print(
-        f"step {trainer.progress.step}: bundle written to {export(trainer, bundle, train_manifest)}"
-    )
-    return 0
-
-
-STAGE_KEYS = ("train_manifest", "steps", "epochs_completed", "train_time_hours", "augmentation")
-
-
-def lineage(base: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every training stage behind a base bundle's weights, oldest first, so that a chain of
-    fine-tunes keeps the whole history (bundles from before this kept one earlier stage as
-    `base_*` keys, and anything before that is not recorded)."""
-    if "earlier_stages" in base:
-        earlier = list(base["earlier_stages"])
-    elif "base_steps" in base:
-        earlier = [{k: base[f"base_{k}"] for k in STAGE_KEYS if f"base_{k}" in base}]
-    else:
-        earlier = []
-    last = {k: base.get(k, "not recorded") for k in STAGE_KEYS}
-    last["distillation"] = base.get("distillation", "none")  # only teacher runs record one
-    for key in ("soft_targets", "phone_targets", "consistency"):  # what only some runs record
-        if key in base:
-            last[key] = base[key]
-    return [*earlier, last]
-
-
-# -- command line ------------------------------------------------------------------------------
-
-# each architecture flag's line in `harken train --help` (the ModelConfig field comments say why)
-MODEL_HELP = {
-    "conv_type": "2d: convolutions over frequency and time; 1d: over time only",
-    "conv_layers": "convolution layers, 1 to 3",
-    "conv_channels": "channels of each 2D convolution, or width of each 1D one",
-    "conv_time_kernel": "convolution context in frames, odd (its right half is look-ahead)",
-    "conv_freq_kernel": "2D only: the first convolution's height over frequency",
-    "conv_freq_stride": "2D only: frequency stride of each convolution",
-    "time_stride": "stride in time of the first convolution (output frames per input frame)",
-    "rnn_type": "recurrent cell: gru or rnn (plain, clipped ReLU)",
-    "rnn_layers": "unidirectional recurrent layers",
-    "rnn_hidden": "units of each recurrent layer",
-    "row_conv_tau": "future output frames the row convolution sees (its look-ahead)",
-    "rnn_residual_layers": "top recurrent layers that add their input to their output; 0: none",
-    "clip": "ceiling of the clipped ReLU",
-}
-# each TrainConfig flag's line in `harken train --help`: what it does, what 0 or '' means
-TRAIN_HELP = {
-    "optimizer": "adamw, or sgd (with Nesterov momentum)",
-    "lr": "peak learning rate, reached at the end of the warm-up",
-    "min_lr_ratio": "the cosine decay ends at --lr times this",
-    "warmup_steps": "steps of linear warm-up from 0 to --lr",
-    "weight_decay": "AdamW's decoupled weight decay, or SGD's L2 penalty",
-    "momentum": "SGD's momentum (AdamW ignores it)",
-    "grad_clip": "largest global gradient norm; a larger gradient is scaled down to it",
-    "epochs": "passes over the training manifests",
-    "max_steps": "stop after this many optimiser steps; 0: no limit",
-    "time_budget_s": "stop after this many seconds of training; 0: no limit",
-    "precision": "autocast precision (fp16 on CUDA only); auto: bf16 where the hardware has "
-    "it, else fp32 on a CPU and fp16 on CUDA",
-    "checkpoint_every": "optimiser steps between checkpoints in --out",
-    "workers": "DataLoader processes that featurise and augment",
-    "augment": "on-the-fly augmentation (noise, speed, gain, rooms, warps, masks); false: none",
-    "augment_preset": "which augmentation: full, light (noise and rooms a quarter as often) or "
-    "formant (light, with per-region warps)",
-    "p_lowpass": "probability per training example of a random low-pass at 3.4-7 kHz (a "
-    "band-limited recording); 0: never",
-    "p_telephone": "probability per training example of the telephone channel (300-3,400 Hz "
-    "at 8 kHz through mu-law); 0: never",
-    "p_8bit": "probability per training example of 8-bit quantisation; 0: never",
-    "norm_utterances": "training utterances measured for the input normalisation statistics",
-    "dev_limit": "dev utterances scored per epoch; 0: all",
-    "dev_every": "also score dev every this many steps, into the log; 0: at epoch ends only",
-    "init_from": "a bundle to fine-tune (its LM and search settings go into the exported "
-    "bundles too); '': start from scratch",
-    "calibration_utterances": "training utterances that re-derive a fine-tuned bundle's "
-    "BatchNorm statistics",
-    "ema_decay": "score and export a moving average of the weights with this decay; 0: the "
-    "weights as trained",
-    "teacher": "a `harken teacher` targets directory, distilled into the hidden state (with "
-    "--distill-weight); '': none",
-    "distill_weight": "weight of the distillation loss beside CTC's (with --teacher); 0: none",
-    "soft_teacher": "a bundle (an ensemble too) whose per-frame outputs are soft targets (with "
-    "--soft-weight); '': none",
-    "soft_weight": "weight of the KL term to --soft-teacher beside CTC's; 0: none",
-    "adversary_scale": "scale of a voice classifier's reversed gradient; 0: no adversary",
-    "adversary_layer": "what the voice adversary reads: -1 the row-conv output, i recurrent "
-    "layer i",
-    "phone_lexicon": "a pronouncing dictionary: a phone CTC head beside the characters (with "
-    "--phone-weight); '': none",
-    "phone_weight": "weight of the phone CTC loss beside CTC's (with --phone-lexicon); 0: none",
-    "phone_layer": "the recurrent layer the phone head reads; -1: the row-conv output",
-    "phone_probe_steps": "first steps in which the phone head's gradient stops at its layer; "
-    "0: none",
-    "phone_head_lr": "the phone head's learning rate as a multiple of the network's",
-    "row_conv_lr": "the row convolution's learning rate as a multiple of the network's",
-    "residual_lr": "the residual recurrent layers' learning rate as a multiple of the network's",
-    "residual_gain": "gain the layers that deepening an --init-from bundle adds start at; 0: "
-    "the bundle's function exactly",
-    "consistency_weight": "weight of a KL term between two augmented views of each utterance "
-    "(CR-CTC); 0: one view",
-    "dropout": "share of each recurrent layer's and the row convolution's inputs zeroed per "
-    "step; 0: none",
-    "seed": "random seed of the initial weights, the batch order and the augmentation",
-}
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--train",
-        required=True,
-        nargs="+",
-        metavar="MANIFEST[*N]",
-        help="training manifests (JSON Lines), joined; '*N' repeats one N times per epoch, "
-        "so a small corpus (real speech beside hours of TTS) gets a share worth learning from",
-    )
-    p.add_argument("--dev", help="dev manifest for per-epoch greedy WER/CER")
-    p.add_argument(
-        "--out",
-        required=True,
-        help="run directory: checkpoint.pt, log.jsonl, bundle/ (the latest model) and, with "
-        "--dev, best/ (the weights of the lowest dev CER so far)",
-    )
-    p.add_argument("--export", help="bundle directory to write at the end (default OUT/bundle)")
-    p.add_argument(
-        "--export-only",
-        type=_bool,
-        default=False,
-        help="write the bundle from OUT's checkpoint and stop, without training: a run killed "
-        "mid-epoch has its latest weights (the average, with --ema-decay) only there",
-    )
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    p.add_argument(
-        "--device", default=device, help=f"where to train: cpu or cuda (default {device})"
-    )
-    p.add_argument(
-        "--model-config",
-        help="JSON file of ModelConfig fields; the flags below override it, and a field in "
-        "neither keeps its default",
-    )
-    for f in dataclasses.fields(ModelConfig):
-        if f.name not in ("features", "alphabet", *INFERENCE_ONLY):
-            p.add_argument(
-                f"--{f.name.replace('_', '-')}",
-                type=type(f.default) if f.default is not None else str,
-                help=f"{MODEL_HELP[f.name]} (default: --model-config's, else {f.default})",
-            )
-    for f in dataclasses.fields(TrainConfig):
-        kind: Any = _bool if isinstance(f.default, bool) else type(f.default)
-        p.add_argument(
-            f"--{f.name.replace('_', '-')}",
-            type=kind,
-            default=f.default,
-            help=f"{TRAIN_HELP[f.name]} (default {f.default!r})",
-        )
-    p.add_argument(
-        "--strategy",
-        choices=STRATEGIES,
-        default="alternated",
-        help="how utterances are grouped into batches: random, sorted by length, bucketing "
-        "(random within length buckets) or alternated (length bins sorted in alternating "
-        "directions) (default alternated)",
-    )
-    p.add_argument(
-        "--batch-size",
-        type=int,
-        default=32,
-        help="utterances per global batch, summed over data-parallel ranks (default 32)",
-    )
-    p.add_argument(
-        "--bins",
-        type=int,
-        default=64,
-        help="length bins of --strategy alternated, or buckets of bucketing (default 64)",
-    )
-    p.add_argument(
-        "--sortagrad",
-        type=_bool,
-        default=True,
-        help="the first epoch in increasing length order (SortaGrad) (default true)",
-    )
-    p.add_argument(
-        "--threads",
-        type=int,
-        default=0,
-        help="torch threads per process (0: the cores, shared among torchrun's ranks); set 1 "
-        "each when two runs share a machine, since oversubscribed threads wait on each other",
-    )
-
-
-def read_training_manifests(specs: Sequence[str]) -> list[Utterance]:
-    """Every `MANIFEST[*N]` read (audio checked) and joined, each repeated N times."""
-    out: list[Utterance] = []
-    for spec in specs:
-        path, star, times = spec.rpartition("*") if "*" in spec else (spec, "", "1")
-        if not times.isdigit() or int(times) < 1:
-            raise ValueError(f"--train {spec!r}: the repeat count after '*' must be 1 or more")
-        out += read_manifest(path, check_audio=True) * int(times)
-    return out
-
-
-def _bool(v: str) -> bool:
-    """argparse's type for true/false flags: parse_bool, with argparse's own error."""
-    try:
-        return parse_bool(v)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def model_config_from_args(args: argparse.Namespace) -> ModelConfig:
-    base: dict[str, Any] = (
-        json.loads(Path(args.model_config).read_text()) if args.model_config else {}
-    )
-    for f in dataclasses.fields(ModelConfig):
-        v = getattr(args, f.name, None)
-        if v is not None and f.name not in ("features", "alphabet", *INFERENCE_ONLY):
-            base[f.name] = v
-    return ModelConfig.from_dict(base)
-
-
-def main(args: argparse.Namespace) -> int:
-    if torch.cuda.is_available():
-        torch.backends.cuda.matmul.allow_tf32 = True  # fp32 training at TF32 matmul speed
-        torch.backends.cudnn.allow_tf32 = True
-    cores = len(os.sched_getaffinity(0))
-    torch.set_num_threads(args.threads or max(1, cores // int(os.environ.get("WORLD_SIZE", "1"))))
-    try:  # flags first, so a bad one is named before any data is read
-        cfg = TrainConfig(
-            **{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
-        )
-        batch_cfg = BatchConfig(args.strategy, args.batch_size, args.bins, args.sortagrad, cfg.seed)
-        model_cfg = model_config_from_args(args)
-        train = read_training_manifests(args.train)
-        dev = read_manifest(args.dev, check_audio=True) if args.dev else []
-        trainer = Trainer(model_cfg, cfg, batch_cfg, train, dev, Path(args.out), args.device)
-    except ValueError as e:  # a bad flag, or a broken (its line named) or empty manifest
-        print(f"harken train: error: {e}", file=sys.stderr)
-        return 2
-    if trainer.dist.main:
-        pad = padding_ratio(trainer.sampler.global_batches(), trainer.train_set.durations())
-        print(
-            f"{len(train)} utterances, {trainer.steps_per_epoch} steps/epoch, padding ratio {pad:.3f}, "
-            f"{trainer.model.num_parameters():,} parameters, {trainer.cfg.precision}"
-        )
-        if trainer.teacher is not None:
-            have = trainer.teacher.covers(train)
-            print(
-                f"teacher targets for {have} of {len(train)} training utterances ({args.teacher})"
-            )
-    bundle = Path(args.export or Path(args.out) / "bundle")
-    manifests = " ".join(args.train)
-    if args.export_only:
-        return export_checkpoint(trainer, bundle, manifests)
-    best = Path(args.out) / "best"
-    resuming = (Path(args.out) / "checkpoint.pt").exists()
-
-    def keep_best(t: Trainer) -> None:
-        # a resumed run may meet scores between its checkpoint's best and the bundle kept
-        # after that checkpoint, so only a lower one replaces it; a fresh run owns best/
-        held = _dev_cer_of(best) if resuming else None
-        if held is None or (t.progress.best_dev_cer or 0.0) < held:
-            where = export(t, best, manifests)
-            print(f"best dev CER so far ({t.progress.best_dev_cer:.3f}): bundle written to {where}")
-
-    try:
-        trainer.fit(
-            on_epoch=lambda t: print(f"bundle written to {export(t, bundle, manifests)}"),
-            on_best=keep_best,
-        )
-    except BundleError as e:  # --init-from's bundle does not fit the run's flags
-        print(f"harken train: error: {e}", file=sys.stderr)
-        return 2
-    if trainer.dist.world > 1:
-        dist.barrier()  # every rank done with the group before any tears it down
-        dist.destroy_process_group()
-    return 0

@@ -1,6 +1,7 @@
 """The heap trimmer gives freed memory back: without it a busy server's resident size creeps
-up although nothing leaks (the soak in loadtest/results/soak). And start-up's objects are
-kept out of the collector's walks, which paused the streams (models/results/commit.md)."""
+up although nothing leaks (as a 30-minute soak showed: experiments/loadtest_soak.md). And
+start-up's objects are kept out of the collector's walks, whose pauses delayed every stream
+of a decoder process (experiments/commit.md)."""
 
 from __future__ import annotations
 

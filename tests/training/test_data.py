@@ -36,8 +36,9 @@ from training.batching import (
     epoch_batches,
     padding_ratio,
 )
+from training.cli import add_arguments
 from training.data import DataConfig, SpeechDataset, collate, encode, worker_init
-from training.train import TrainConfig, add_arguments
+from training.train import TrainConfig
 
 LINEAR = FeatureConfig()  # the linear-bin features these tests build by hand
 

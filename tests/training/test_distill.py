@@ -28,6 +28,7 @@ from training.augment import SAMPLE_RATE, AugmentConfig
 from training.batching import BatchConfig
 from training.data import Batch, DataConfig, SpeechDataset, collate
 from training.distill import distill_losses
+from training.export import export
 from training.teacher import (
     FRAME_SAMPLES,
     TeacherTargets,
@@ -35,7 +36,6 @@ from training.teacher import (
     pack,
     window_audio,
 )
-from training.train import export
 
 DIM = 6
 
@@ -125,7 +125,7 @@ class Distilling(Recording):
 
     def train_step(self, batch: Batch) -> float:
         loss = super().train_step(batch)
-        self.distilled = [*getattr(self, "distilled", []), self.distill_loss]
+        self.distilled = [*getattr(self, "distilled", []), self.extra_logged["distill_loss"]]
         return loss
 
 

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from models.bundle import fold_batchnorm
 from models.ds2 import DS2, SequenceBatchNorm
 from tests.models.conftest import TINY_CONFIGS
-from training.grow import deepen, lengthen, widen
+from training.grow import widen
 
 
 def trained_like(name: str) -> DS2:
@@ -100,78 +100,3 @@ def test_widening_refuses_what_it_cannot_preserve() -> None:
         widen(small, small.config.rnn_hidden - 1)
     with pytest.raises(ValueError, match="unfold"):
         widen(fold_batchnorm(small.eval()), 32)
-
-
-@pytest.mark.parametrize("name", ["2d-gru", "1d-rnn"])
-def test_a_lengthened_network_computes_the_same_function_and_its_new_taps_learn(
-    name: str,
-) -> None:
-    short = trained_like(name)
-    old = short.config.row_conv_tau
-    long = lengthen(short, old + 5)
-    assert long.config == dataclasses.replace(short.config, row_conv_tau=old + 5)
-    for train in (False, True):
-        assert_same_function(short, long, train)
-    ctc_loss(long).backward()
-    grad = long.row_conv.weight.grad
-    assert grad is not None and grad[:, 0, old + 1 :].abs().max() > 0
-    with pytest.raises(ValueError, match="grow, not shrink"):
-        lengthen(short, old - 1)
-
-
-@pytest.mark.parametrize("name", ["2d-gru", "1d-rnn"])
-def test_a_deepened_network_computes_the_same_function(name: str) -> None:
-    shallow = trained_like(name)
-    layers = shallow.config.rnn_layers + 2
-    deep = deepen(shallow, layers)
-    assert deep.config == dataclasses.replace(
-        shallow.config, rnn_layers=layers, rnn_residual_layers=2
-    )
-    assert deep.num_parameters() > shallow.num_parameters()
-    for train in (False, True):
-        assert_same_function(shallow, deep, train)
-    folded = fold_batchnorm(shallow.eval())
-    assert_same_function(folded, deepen(folded, layers), train=False)
-    with pytest.raises(ValueError, match="grow, not shrink"):
-        deepen(shallow, shallow.config.rnn_layers)
-
-
-def test_the_new_layers_learn() -> None:
-    """Training moves a new layer's gain off zero first and then its weights: the depth is
-    not dead, and once the gain has moved the network computes something new."""
-    shallow = trained_like("2d-gru")
-    deep = deepen(shallow, shallow.config.rnn_layers + 1).train()
-    x, lengths = inputs(shallow.config.features.n_bins)
-    new = deep.rnn_stack[-1]
-    before = {k: v.clone() for k, v in new.state_dict().items()}
-    sgd_steps(deep, lr=0.5)
-    after = new.state_dict()
-    assert new.gain is not None and new.gain.abs().max() > 0
-    for name in ("input_proj.weight", "recurrent.weight"):
-        assert (after[name] - before[name]).abs().max() > 0
-    deep.eval()
-    shallow.eval()
-    with torch.no_grad():
-        assert not torch.allclose(deep(x, lengths)[0], shallow(x, lengths)[0], atol=1e-4)
-
-
-def test_a_starting_gain_gives_the_new_weights_a_gradient_from_the_first_step() -> None:
-    """At gain zero only the gain itself learns at first (its layer's weights see no gradient);
-    a small starting gain costs a small change of function and lets the new weights learn
-    at once."""
-    shallow = trained_like("2d-gru")
-    x, lengths = inputs(shallow.config.features.n_bins)
-    grads = {}
-    for gain in (0.0, 0.1):
-        deep = deepen(shallow, shallow.config.rnn_layers + 1, gain=gain).train()
-        new = deep.rnn_stack[-1]
-        assert new.gain is not None and torch.equal(new.gain, torch.full_like(new.gain, gain))
-        ctc_loss(deep).backward()
-        weight = new.state_dict(keep_vars=True)["recurrent.weight"]
-        assert weight.grad is not None
-        grads[gain] = float(weight.grad.abs().max())
-    assert grads[0.0] == 0.0 and grads[0.1] > 0.0
-    moved = deepen(shallow, shallow.config.rnn_layers + 1, gain=0.1).eval()
-    shallow.eval()
-    with torch.no_grad():
-        assert not torch.allclose(moved(x, lengths)[0], shallow(x, lengths)[0], atol=1e-4)

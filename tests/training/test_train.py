@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +34,14 @@ from models.metrics import error_rates
 from server.decoding import build_decoder
 from tests.models.conftest import TINY_CONFIGS
 from training.batching import BatchConfig
+from training.cli import read_training_manifests
 from training.data import Batch, collate
+from training.export import export, lineage
 from training.train import (
+    REMOVED,
     TrainConfig,
     Trainer,
     ema_rate,
-    export,
-    lineage,
-    read_training_manifests,
     training_precision,
     transcribe_greedy,
 )
@@ -109,8 +108,8 @@ class Killed(Exception):
 def assert_the_checkpoint_keeps_its_head(
     kind: type[Trainer], cfg: TrainConfig, utts: list[Utterance], run: Path, refused: str
 ) -> None:
-    """A run with a training-only head (teacher projection, adversary, phones) stopped at 12
-    steps: resuming without the head is refused with `refused` in the reason, not dropped;
+    """A run with an extra loss's training-only head (distillation's projection) stopped at
+    12 steps: resuming without the head is refused with `refused` in the reason, not dropped;
     resuming with it carries on to step 14."""
     plain = train_config(epochs=100, max_steps=14, augment=False)
     with pytest.raises(ValueError, match=refused):
@@ -341,33 +340,6 @@ def test_averaging_exports_and_scores_the_moving_average(tmp_path: Path) -> None
     # the dev score in the history, which the card reports, is the exported model's
     hyps = transcribe_greedy(bundle, dev, torch.device("cpu"))
     assert trainer.progress.history[-1]["cer"] == error_rates([u.text for u in dev], hyps)["cer"]
-
-
-def test_a_run_with_dropout_scores_and_exports_its_weights_measured_without_it(
-    tmp_path: Path,
-) -> None:
-    """Dropout leaves BatchNorm's running statistics measured on dropped inputs; the dev
-    score and the bundle use the weights with statistics measured without it."""
-    utts = make_corpus(tmp_path, 6)
-    dev = utts[:3]
-    cfg = train_config(
-        epochs=100,
-        max_steps=4,
-        augment=False,
-        dropout=0.3,
-        checkpoint_every=100,
-        calibration_utterances=6,
-    )
-    trainer = Trainer(MODEL, cfg, BatchConfig(batch_size=3), utts, dev, tmp_path / "run")
-    trainer.fit()
-    bundle = load_bundle(export(trainer, tmp_path / "bundle", "train.jsonl"))
-    assert str(bundle.provenance["dropout"]).startswith("0.3 of each recurrent layer's")
-    hyps = transcribe_greedy(bundle, dev, torch.device("cpu"))
-    assert trainer.progress.history[-1]["cer"] == error_rates([u.text for u in dev], hyps)["cer"]
-    stale = load_bundle(save_bundle(trainer.final_model, tmp_path / "stale"))
-    assert not torch.allclose(_outputs(bundle), _outputs(stale), atol=1e-4)
-    with pytest.raises(ValueError, match="dropout"):
-        train_config(dropout=1.0)
 
 
 def test_a_resumed_run_keeps_its_average(tmp_path: Path) -> None:
@@ -703,111 +675,6 @@ def test_fine_tuning_can_widen_the_bundle(tmp_path: Path) -> None:
     assert out.provenance["fine_tuned_from"] == str(bundle)
 
 
-def test_fine_tuning_can_lengthen_the_look_ahead(tmp_path: Path) -> None:
-    """A run whose row convolution sees further ahead starts from the bundle as the same
-    function, learns taps on the new future frames, and exports its own look-ahead."""
-    utts = make_corpus(tmp_path, 6)
-    bundle = trained_bundle(tmp_path, utts, steps=3)
-    tau = MODEL.row_conv_tau + 4
-    longer = dataclasses.replace(MODEL, row_conv_tau=tau)
-    out = fine_tuned(tmp_path, longer, bundle, utts)
-    assert out.config.row_conv_tau == tau
-    assert out.row_conv.weight[:, 0, MODEL.row_conv_tau + 1 :].abs().max() > 0
-
-
-def tune_and_resume(
-    model: ModelConfig,
-    bundle: Path,
-    utts: list[Utterance],
-    out: Path,
-    starts: Callable[[Trainer, Path], None] | None = None,
-    **overrides: Any,
-) -> Trainer:
-    """Fine-tune `model` from `bundle` for two steps with the given TrainConfig `overrides`
-    (`starts` checks the run before its first step), and check that a run stopped there
-    resumes."""
-    cfg = train_config(
-        init_from=str(bundle),
-        calibration_utterances=6,
-        augment=False,
-        max_steps=2,
-        checkpoint_every=1,
-        **overrides,
-    )
-    tuned = Trainer(model, cfg, BatchConfig(batch_size=3), utts, [], out)
-    tuned.init_from_bundle(bundle)
-    if starts is not None:
-        starts(tuned, bundle)
-    tuned.fit()
-    longer = dataclasses.replace(cfg, max_steps=3)
-    assert Trainer(model, longer, BatchConfig(batch_size=3), utts, [], out).resume()
-    return tuned
-
-
-def test_the_row_convolution_can_step_faster_than_the_network(tmp_path: Path) -> None:
-    """Lengthened taps start at zero; with row_conv_lr they grow at that multiple of the
-    rate the rest of the network steps at, and a run stopped midway resumes."""
-    utts = make_corpus(tmp_path, 6)
-    bundle = trained_bundle(tmp_path, utts, steps=2)
-    longer = dataclasses.replace(MODEL, row_conv_tau=MODEL.row_conv_tau + 4)
-    new = slice(MODEL.row_conv_tau + 1, None)
-    grown = {}
-    for scale in (1.0, 10.0):
-        tuned = tune_and_resume(longer, bundle, utts, tmp_path / f"tuned{scale}", row_conv_lr=scale)
-        grown[scale] = float(tuned.model.row_conv.weight[:, 0, new].abs().mean().detach())
-    assert grown[10.0] > 4 * grown[1.0] > 0
-    with pytest.raises(ValueError, match="row_conv_lr"):
-        train_config(row_conv_lr=0.0)
-
-
-def test_fine_tuning_can_deepen_the_network(tmp_path: Path) -> None:
-    """A run with more recurrent layers starts from the bundle as the same function (the new
-    layers are residual at gain zero), its new layers learn at residual_lr's multiple of the
-    rate, its bundle serves the deeper shape, and a run stopped midway resumes."""
-    utts = make_corpus(tmp_path, 6)
-    bundle = trained_bundle(tmp_path, utts, steps=2)
-    deeper = dataclasses.replace(MODEL, rnn_layers=MODEL.rnn_layers + 1, rnn_residual_layers=1)
-    gains = {}
-    for scale in (1.0, 10.0):
-        out = tmp_path / f"deep{scale}"
-        tuned = tune_and_resume(
-            deeper, bundle, utts, out, residual_lr=scale, starts=assert_starts_as_bundle
-        )
-        gain = tuned.model.rnn_stack[-1].gain
-        assert gain is not None
-        gains[scale] = float(gain.detach().abs().mean())
-    assert gains[10.0] > 4 * gains[1.0] > 0
-    # --residual-gain: the new layer starts there, so its weights learn from the first step
-    started = Trainer(
-        deeper,
-        train_config(init_from=str(bundle), residual_gain=0.1),
-        BatchConfig(batch_size=3),
-        utts,
-        [],
-        tmp_path / "gain",
-    )
-    started.init_from_bundle(bundle)
-    gain = started.model.rnn_stack[-1].gain
-    assert gain is not None and torch.allclose(gain, torch.full_like(gain, 0.1))
-    served = load_bundle(export(tuned, tmp_path / "deep_bundle", "train.jsonl"))
-    assert served.config == deeper
-    plain = dataclasses.replace(MODEL, rnn_layers=MODEL.rnn_layers + 1)
-    refused = Trainer(plain, train_config(), BatchConfig(batch_size=3), utts, [], tmp_path / "no")
-    with pytest.raises(BundleError, match="--rnn-residual-layers 1"):
-        refused.init_from_bundle(bundle)
-    with pytest.raises(ValueError, match="residual_lr"):
-        train_config(residual_lr=0.0)
-    # the flags that only deepening reads are refused where they would be silently unused
-    with pytest.raises(ValueError, match="residual_gain .* from scratch"):
-        train_config(residual_gain=0.1)
-    with pytest.raises(ValueError, match="residual_lr 10 .* has none"):
-        Trainer(MODEL, train_config(residual_lr=10.0), BatchConfig(batch_size=3), utts, [], out)
-    level_cfg = train_config(init_from=str(bundle), residual_gain=0.1)
-    level = Trainer(MODEL, level_cfg, BatchConfig(batch_size=3), utts, [], tmp_path / "level")
-    with pytest.raises(BundleError, match="residual_gain 0.1 .* rnn_layers=2"):
-        level.init_from_bundle(bundle)
-
-
 def test_fine_tuning_can_switch_on_the_lifter(tmp_path: Path) -> None:
     """A bundle trained on raw spectra fine-tunes with liftered features: the run measures
     the new features' normalisation, exports them in its bundle, and a change of feature
@@ -852,6 +719,45 @@ def test_a_chain_of_fine_tunes_keeps_every_stage() -> None:
     teacher = "whisper-tiny.en, cosine on the row-conv output, weight 0.5"
     assert lineage({"steps": 5, "distillation": teacher})[-1]["distillation"] == teacher
     assert lineage({"steps": 5})[-1]["distillation"] == "none"
+
+
+def test_a_checkpoint_from_before_the_consolidation_resumes_unless_a_removed_technique_was_on(
+    tmp_path: Path,
+) -> None:
+    """A checkpoint's train_config from before the removed techniques went (REMOVED) resumes
+    where each holds its neutral value; one that was on is refused, naming it and the commit
+    that still has its code, rather than silently continuing without it."""
+    utts = make_corpus(tmp_path, 6)
+    cfg = train_config(epochs=100, max_steps=2, augment=False, checkpoint_every=1)
+    run = tmp_path / "run"
+    Trainer(MODEL, cfg, BatchConfig(batch_size=3), utts, [], run).fit()
+    path = run / "checkpoint.pt"
+    state = torch.load(path, weights_only=False)
+    neutral = {k: v for k, (v, _) in REMOVED.items() if v is not None}
+    old = {**state["train_config"], **neutral, "phone_layer": 1, "phone_head_lr": 30.0}
+    state["train_config"] = old
+    state["optimizer"]["param_groups"][0]["rate_scale"] = 1.0  # the old trainer's groups
+    state.update(projection=None, adversary=None, adversary_voices=None, phones=None)
+    torch.save(state, path)
+    assert TrainConfig.from_dict(old) == TrainConfig.from_dict(state["train_config"])
+    assert TrainConfig.from_dict(old).max_steps == 2
+    longer = dataclasses.replace(cfg, max_steps=3)
+    assert Trainer(MODEL, longer, BatchConfig(batch_size=3), utts, [], run).fit().step == 3
+
+    for removed, on in (("dropout", 0.1), ("soft_teacher", "pair"), ("row_conv_lr", 10.0)):
+        state["train_config"] = {**old, removed: on}
+        torch.save(state, path)
+        resumed = Trainer(MODEL, longer, BatchConfig(batch_size=3), utts, [], run)
+        with pytest.raises(ValueError, match=f"{removed}=.* no longer has .* 13cc3b3"):
+            resumed.resume()
+        with pytest.raises(ValueError, match=removed):
+            TrainConfig.from_dict(state["train_config"])
+    state.update(train_config=old, phones={"weight": torch.zeros(1)})
+    torch.save(state, path)
+    with pytest.raises(ValueError, match=r"training-only heads \(phones\)"):
+        Trainer(MODEL, longer, BatchConfig(batch_size=3), utts, [], run).resume()
+    with pytest.raises(ValueError, match="fields this trainer lacks: \\['typo'\\]"):
+        TrainConfig.from_dict({"typo": 1})
 
 
 def test_several_training_manifests_join_with_repeat_counts(tmp_path: Path) -> None:
