@@ -16,7 +16,7 @@ each weight read among B streams, which is what Batch Dispatch gains. On CUDA th
 runs in fp16, and the recurrent step is compared with a plain cuBLAS matmul at batch 1-10,
 as DS2 §7.2 (Figure 7) compares its deployment kernel with cuBLAS.
 
-    harken bench-model --out models/results
+    harken bench-model --out bench-out/model
 """
 
 from __future__ import annotations
@@ -423,7 +423,12 @@ def _names(s: str) -> list[str]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default="models/results", help="directory for results.json/.md")
+    p.add_argument(
+        "--out",
+        default="bench-out/model",
+        help="directory for results.json/.md (`make bench-model` refreshes the shipped "
+        "figures in models/results)",
+    )
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--variants", type=_names, default=list(VARIANTS), help="of: 2d,1d")
     p.add_argument("--precisions", type=_names, help="default fp32,bf16,fp16 (CPU), fp16 (CUDA)")

@@ -18,7 +18,8 @@ and adapted on its own; members must share the features, the alphabet, the time 
 the conv layers' look-ahead, so that their output frames are the same frames. The row
 convolution's look-ahead may differ: a member that sees further ahead emits each frame a
 little later, and the server holds the others' frames until it has them all
-(`server/runner.py` `EnsembleRunner`), so a pair is as late as its longest look-ahead. The LM and decoder settings are the bundle's own, and
+(`models/rows.py` `align_members`, in `server/runner.py` `EnsembleRunner`), so a pair is as late
+as its longest look-ahead. The LM and decoder settings are the bundle's own, and
 `harken tune-lm` tunes them on the mix; `harken tune-warp` tunes the bundle's own network's
 warps, so tune a member's before it joins (`harken ensemble`).
 """

@@ -4,7 +4,7 @@ DS2 (§7.2) serves in half precision because its GPUs run half-precision matrice
 times faster. CPUs differ: those with native bf16 matrix units (AMX, or AVX512-BF16) run our
 streaming steps 1.4-2.3x faster in bf16 than in fp32 at the batch sizes Batch Dispatch makes
 (1-16 streams, `experiments/dtype.md`), at the same accuracy; on AVX2-only CPUs bf16 has no
-kernels and is several times slower (`models/results/results.md`). One exception was
+kernels and is several times slower (`experiments/dtype.md`). One exception was
 measured: an Intel Xeon (family 6 model 207) whose AMX the hypervisor hides, showing
 AVX512-BF16 only, served 48 streams with about 30% higher latency in bf16 than in fp32
 (`loadtest/results/dtype_intel/`); AVX512-BF16 alone pays on AMD Zen 4.

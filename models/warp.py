@@ -16,14 +16,15 @@ the warp fixed before saying a word. The rule only looks at frames already produ
 stream fed in chunks chooses exactly as the whole utterance does: streaming still equals
 offline.
 
-The same warp geometry serves training's vocal-tract-length perturbation (`training/augment`).
+This module holds the warp's geometry; the rows a stream becomes and the merge rule live in
+`models/rows.py`, shared by the streaming runner and the offline forward (`adapted_forward`).
+The same geometry serves training's vocal-tract-length perturbation (`training/augment`).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -31,36 +32,42 @@ import numpy.typing as npt
 import torch
 from torch import Tensor
 
-from models.config import FeatureConfig, WarpMerge
+from models.config import FeatureConfig, ModelConfig
 from models.features import bin_positions
-from models.mixing import mix_numpy
+from models.rows import (
+    BLANK,
+    HOLD_FRAMES,
+    SPEECH_PROB,
+    InputTransforms,
+    PerUtterance,
+    RowPlan,
+    WarpChoice,
+    frame_entropy,
+    log_mean,
+    select,
+)
 
 if TYPE_CHECKING:
     from models.ds2 import DS2
 
 F32 = npt.NDArray[np.float32]
-F64 = npt.NDArray[np.float64]
 
-
-@dataclass(frozen=True)
-class InputTransforms:
-    """A recording's fitted transforms: under warp candidate k, raw (warped) feature frames
-    x [T, F] are heard as x * gain[k] + offset[k]. `models/input_adaptation.py` fits them
-    (and re-exports this class); they live here, below it, because `adapted_forward` hears
-    through them."""
-
-    gain: F32  # [K, F]
-    offset: F32  # [K, F]
-
-    @property
-    def candidates(self) -> int:
-        return len(self.gain)
-
-    def apply(self, feats: Tensor, k: int) -> Tensor:
-        """Candidate k's transform of raw frames [..., T, F] (their dtype and device)."""
-        gain = torch.from_numpy(self.gain[k]).to(feats.device, feats.dtype)
-        offset = torch.from_numpy(self.offset[k]).to(feats.device, feats.dtype)
-        return feats * gain + offset
+__all__ = [  # the choice and the transforms live in models/rows.py; their old home still names them
+    "BLANK",
+    "HOLD_FRAMES",
+    "SPEECH_PROB",
+    "InputTransforms",
+    "WarpChoice",
+    "adapted_forward",
+    "frame_entropy",
+    "log_mean",
+    "piecewise_warp_matrix",
+    "row_plan",
+    "select",
+    "warp_features",
+    "warp_frequencies",
+    "warp_matrix",
+]
 
 
 def warp_matrix(positions: Sequence[float], alpha: float, boundary: float = 0.6) -> F32:
@@ -111,96 +118,18 @@ def warp_frequencies(logspec: F32, alpha: float, features: FeatureConfig) -> F32
     return np.asarray(logspec @ warp_matrix(bin_positions(features), float(alpha)), np.float32)
 
 
-def frame_entropy(log_probs: F32) -> F64:
-    """Entropy in nats of each output frame's distribution [T, V] -> [T]."""
-    lp = log_probs.astype(np.float64)
-    return np.asarray(-(np.exp(lp) * lp).sum(axis=1))
-
-
-# A frame counts towards the choice while the model hears speech: when the candidates' mean
-# probability of a character (not blank) passes SPEECH_PROB, and for HOLD_FRAMES after
-# (0.5 s at 20 ms output frames), so the blanks between a word's characters count too.
-SPEECH_PROB = 0.5
-HOLD_FRAMES = 25
-BLANK = 0  # the alphabet puts blank first
-
-
-@dataclass
-class WarpChoice:
-    """One stream's choice among K warp factors, updated frame by frame."""
-
-    entropy: F64  # [K] summed entropy of each candidate's counted frames
-    neutral: int = 0  # the candidate used while nothing has been heard (factor nearest 1)
-    frames: int = 0  # output frames counted (heard near speech)
-    since_speech: int | None = None  # frames since the last speech frame; None: none yet
-    chosen: int | None = None  # the candidate kept for good, once decided
-    mean: bool = False  # average every candidate's probabilities for good: never decide
-
-    @classmethod
-    def start(
-        cls, k: int, factors: Sequence[float] = (), merge: WarpMerge = "choose"
-    ) -> WarpChoice:
-        neutral = int(np.argmin([abs(a - 1.0) for a in factors])) if factors else 0
-        return cls(np.zeros(k, np.float64), neutral, mean=merge == "mean")
-
-    @property
-    def active(self) -> list[int]:
-        """Candidates that still have to run."""
-        return list(range(len(self.entropy))) if self.chosen is None else [self.chosen]
-
-    def hear(self, speech: bool) -> bool:
-        """Advance one frame; whether it counts towards the choice."""
-        if speech:
-            self.since_speech = 0
-        elif self.since_speech is not None:
-            self.since_speech += 1
-        return self.since_speech is not None and self.since_speech <= HOLD_FRAMES
-
-    @property
-    def leader(self) -> int:
-        return int(np.argmin(self.entropy)) if self.frames else self.neutral
-
-
-def select(outputs: Sequence[F32], choice: WarpChoice, decide_frames: int) -> F32:
-    """Merge the active candidates' next frames [t, V] (one array each, in `choice.active`
-    order) into the stream's output [t, V]; `choice` is updated in place."""
-    if choice.mean:
-        return log_mean(outputs)
-    if choice.chosen is not None:
-        assert len(outputs) == 1, "a decided stream runs one candidate"
-        return outputs[0]
-    assert len(outputs) == len(choice.entropy), "an undecided stream runs every candidate"
-    t = len(outputs[0])
-    assert all(len(o) == t for o in outputs), "candidates must emit the same frames"
-    if not t:
-        return outputs[0]
-    entropies = np.stack([frame_entropy(o) for o in outputs])
-    speech = np.mean([1.0 - np.exp(o[:, BLANK].astype(np.float64)) for o in outputs], axis=0)
-    out = np.empty_like(outputs[0])
-    for i in range(t):
-        if choice.hear(bool(speech[i] > SPEECH_PROB)):
-            choice.entropy += entropies[:, i]
-            choice.frames += 1
-        k = choice.leader
-        out[i] = outputs[k][i]
-        if choice.frames >= decide_frames:
-            choice.chosen = k
-            out[i + 1 :] = outputs[k][i + 1 :]
-            break
-    return out
-
-
-def log_mean(outputs: Sequence[F32]) -> F32:
-    """log of the mean of the candidates' probabilities, frame by frame ([t, V] each)."""
-    return mix_numpy(list(outputs), [1.0 / len(outputs)] * len(outputs))
-
-
 def warp_features(feats: Tensor, alpha: float, features: FeatureConfig) -> Tensor:
     """Raw feature frames [..., F] of `features`' kind warped by `alpha` (any batch)."""
     if alpha == 1.0:
         return feats
     m = _cached_matrix(features, float(alpha))
     return feats @ m.to(device=feats.device, dtype=feats.dtype)
+
+
+def row_plan(config: ModelConfig) -> RowPlan:
+    """How `config`'s network hears a stream: its warps as rows, merged as it says."""
+    warp = functools.partial(warp_features, features=config.features)
+    return RowPlan(config.warp_factors, config.warp_merge, config.warp_decide_frames, warp)
 
 
 @torch.no_grad()
@@ -212,45 +141,38 @@ def adapted_forward(
     profiles: Sequence[InputTransforms | None] | None = None,
 ) -> tuple[Tensor, Tensor]:
     """`model(feats, lengths)` with the model's warp adaptation applied to each utterance:
-    exactly what the streaming server produces for it. Without warp factors, plain forward.
-    With `transforms` (one per utterance, `models/input_adaptation.py`) each warped copy is
-    heard twice, as it is and through the utterance's fitted transform, and the two are
-    averaged before the copies merge: what the server gives a file it adapts to. With
-    `profiles` (one per utterance, or None) each warped copy is heard through the speaker's
-    profile alone: what the server gives a stream whose profile came with its first chunk."""
-    factors = model.config.warp_factors
+    exactly what the streaming server produces for it, through the same `models/rows.py`
+    plan. Without warp factors, plain forward. With `transforms` (one per utterance,
+    `models/input_adaptation.py`) each warped copy is heard twice, as it is and through the
+    utterance's fitted transform, and the two are averaged before the copies merge: what the
+    server gives a file it adapts to. With `profiles` (one per utterance, or None) each warped
+    copy is heard through the speaker's profile alone: what the server gives a stream whose
+    profile came with its first chunk."""
+    plan = row_plan(model.config)
     if profiles is not None:
         assert transforms is None, "a file's transforms or a speaker's profile, not both"
         assert len(profiles) == feats.shape[0], "one profile (or None) per utterance"
-    if not factors and transforms is None and not any(profiles or ()):
+    if plan.identity(transforms is not None, any(profiles or ())):
         lp, n = model(feats, lengths)
         return lp, n
-    b, alphas = feats.shape[0], factors or (1.0,)
-    rows = [warp_features(feats, a, model.config.features) for a in alphas]
-    if profiles is not None:
-        rows = [
-            torch.stack(
-                [x if (p := profiles[i]) is None else p.apply(x, k) for i, x in enumerate(copy)]
-            )
-            for k, copy in enumerate(rows)
-        ]
+    b = feats.shape[0]
     if transforms is not None:
         assert len(transforms) == b, "one set of transforms per utterance"
-        rows += [
-            torch.stack([transforms[i].apply(copy[i], k) for i in range(b)])
-            for k, copy in enumerate(list(rows))
-        ]
+    candidates = plan.expand(
+        feats,
+        range(plan.candidates),
+        None if transforms is None else PerUtterance(transforms),
+        None if profiles is None else PerUtterance(profiles),
+    )
+    # as is (or profiled) for every candidate first, then every transformed copy
+    rows = [c[0] for c in candidates] + [c[1] for c in candidates if len(c) > 1]
     lp, n = model(torch.cat(rows), lengths.repeat(len(rows)))
     out = lp[:b].clone()
+    k = len(candidates)
     for i in range(b):
         t = int(n[i])
         outs = [lp[r * b + i, :t].float().numpy() for r in range(len(rows))]
-        k = len(alphas)
-        candidates = [log_mean([outs[j], outs[k + j]]) for j in range(k)] if transforms else outs
-        if not factors:
-            out[i, :t] = torch.from_numpy(candidates[0]).to(out.dtype)
-            continue
-        choice = WarpChoice.start(k, factors, model.config.warp_merge)
-        merged = select(candidates, choice, model.config.warp_decide_frames)
+        grouped = [outs[j::k] for j in range(k)]
+        merged = plan.merge_rows(grouped, plan.start())
         out[i, :t] = torch.from_numpy(merged).to(out.dtype)
     return out, n[:b]

@@ -1,4 +1,5 @@
-"""Building and tearing down the serving engine: model runner, Batch Dispatch, decoders.
+"""The serving engine: what every session shares (model runner, Batch Dispatch, decoders),
+defined where it is built and torn down.
 
 The app's lifespan and the in-process `harken transcribe` share this, so both run the
 very same path from audio to text.
@@ -11,17 +12,19 @@ import dataclasses
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from decoder.beam import warm_up
 from decoder.loading import DECODER_JSON, read_decoder_json
-from models.config import ModelConfig
+from models.config import FeatureConfig, ModelConfig
 from models.ensemble import alone_search
-from models.input_adaptation import AdaptConfig
+from models.input_adaptation import AdaptConfig, InputTransforms, ProfileSchedule
+from server.adaptation import ProfileFits
 from server.config import ServerConfig
 from server.decoder_procs import DecoderProcess, start_processes
 from server.decoding import Decoder, DecoderPool, build_decoder
@@ -38,11 +41,63 @@ from server.runner import (
     WarmStep,
     runner_for_bundle,
 )
-from server.session import Engine, backlog_steps
 
 log = logging.getLogger("harken.server")
 
 IDLE_POLL_S = 0.1  # how often background warm-up looks for a moment without streams
+
+
+@dataclass
+class Engine:
+    """The shared parts a session uses, built once in the app's lifespan."""
+
+    dispatcher: BatchDispatcher[Chunk, F32]
+    pool: DecoderPool  # the decoder workers, each with its decoder
+    features: FeatureConfig
+    chunk_frames: int  # frames per live step: a multiple of the model's time stride
+    max_chunk_frames: int  # most frames in one step when audio is backlogged
+    max_samples: int  # longest live stream, in samples at the model's rate
+    max_file_samples: int  # longest recording (REST, `harken transcribe`), the same way
+    frame_seconds: float  # seconds per model output frame (hop x time stride)
+    fit_input_s: float = 30.0  # the start of a recording its input transforms are fitted on
+    load_chunk_frames: int = 0  # frames per live step while the model lags; 0: chunk_frames
+    load_wait_s: float = 0.0  # the lag (mean queue wait) past which load_chunk_frames apply
+    model_states: Callable[[], int] = lambda: 0  # streams whose recurrent state the model holds
+    step_shapes: Callable[[], int] = lambda: 0  # distinct (rows, frames) shapes stepped so far
+    # fits a recording's input transforms from its raw frames (the runner's `fit_input`);
+    # None: this engine cannot adapt to files
+    fit_input: Callable[[F32], Awaitable[InputTransforms]] | None = None
+    # fits a speaker's profile from a stream's raw frames (by `profiles.config`); None:
+    # streams cannot adapt to their speakers
+    fit_profile: Callable[[F32, AdaptConfig], Awaitable[InputTransforms]] | None = None
+    profiles: ProfileSchedule = ProfileSchedule()  # when a stream fits its speaker's profile
+    profile_fits: ProfileFits = field(default_factory=ProfileFits)  # the fits under way
+    network: bytes = b""  # the digest a profile token names its network by (server/profiles.py)
+    candidates: int = 1  # a profile's rows: the own network's warp candidates as served
+
+    def frame_s(self, frames: int) -> float:
+        """Seconds of `frames` input frames."""
+        return frames * self.features.hop_ms / 1000
+
+    def step_frames(self) -> int:
+        """Frames a live stream sends per step now: bigger chunks while the model lags, so
+        the per-step costs shrink when they decide latency; outputs are the same either way
+        (any chunking of a stream equals its offline result)."""
+        lagging = self.dispatcher.queue_wait_s > self.load_wait_s
+        return max(self.load_chunk_frames, self.chunk_frames) if lagging else self.chunk_frames
+
+
+def backlog_step(waiting: int, chunk: int, most: int) -> int:
+    """Frames of the next step when `waiting` frames (at least `chunk`) are there: the chunk
+    times the largest power of two that fits, at most `most` rounded down to the chunk. Few
+    step lengths mean few kernel shapes for the model to compile and cache (server/runner.py)."""
+    n = chunk << ((waiting // chunk).bit_length() - 1)
+    return min(n, max(chunk, most // chunk * chunk))
+
+
+def backlog_steps(chunk: int, most: int) -> set[int]:
+    """Every length `backlog_step` gives for this chunk and limit (for warm-up)."""
+    return {backlog_step(n, chunk, most) for n in range(chunk, 2 * most + chunk, chunk)}
 
 
 @asynccontextmanager

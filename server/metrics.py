@@ -65,7 +65,7 @@ class Metrics:
         self.streams = Counter("harken_streams", "streams finished", ["endpoint"], registry=reg)
         # a fit is due at 15, 30 and 60 s of a stream that adapts to its speaker; when the
         # first fits' waits grow past tens of seconds, the fit thread is not keeping up with
-        # new speakers (refits wait for it to be free: server/session.py's ProfileFits)
+        # new speakers (refits wait for it to be free: server/adaptation.py's ProfileFits)
         self.profile_wait_seconds = Histogram(
             "harken_speaker_profile_wait_seconds",
             "a speaker profile's fit falling due to the stream being heard through it",

@@ -19,10 +19,12 @@ import numpy as np
 
 from models.features import StreamingFeaturizer
 from models.input_adaptation import InputTransforms
+from server.adaptation import FileTransforms
 from server.audio import F32, AudioError, FileBlocks
+from server.engine import Engine
 from server.errors import BadAudio, BadConfig, EmptyAudio, ModelFailed, UnsupportedFormat
 from server.protocol import Final
-from server.session import Engine, Options, Session, Update, too_long
+from server.session import Options, Session, Update, too_long
 
 
 async def file_blocks(source: bytes | Path, engine: Engine) -> AsyncGenerator[F32, None]:
@@ -70,7 +72,7 @@ async def hear(
         head: list[F32] = []
         if adapt_input:
             head, feats = await _head(engine, source)
-            session.transforms = await fit_recording(engine, feats)
+            session.hook = FileTransforms(await fit_recording(engine, feats))
         await session.start()
         piece = engine.max_chunk_frames * engine.features.hop
         async for block in _chain(head, source):

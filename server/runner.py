@@ -5,12 +5,13 @@ streams, `step` (or `flush` for streams that end), unstack, and hand back each s
 output rows as numpy. The torch work runs on one dedicated thread so the event loop stays
 free to take audio and send results while a step computes.
 
-With the model's speaker adaptation on (`models/warp.py`), a stream that has not yet chosen
-its warp is several rows of the batch, one per candidate factor, each with its own state;
-their outputs merge into the stream's one output and, once it has chosen, the other rows'
-states are dropped (a model whose `warp_merge` is "mean" never chooses: its streams keep every
-row and average them to the end). A file that was fitted an input transform before its first
-step (`models/input_adaptation.py`, `fit_input`) runs each candidate twice, as it is and
+How a stream becomes rows and how they merge back is `models/rows.py`'s, shared with the
+offline forward. With the model's speaker adaptation on (`models/warp.py`), a stream that has
+not yet chosen its warp is several rows of the batch, one per candidate factor, each with its
+own state; their outputs merge into the stream's one output and, once it has chosen, the other
+rows' states are dropped (a model whose `warp_merge` is "mean" never chooses: its streams keep
+every row and average them to the end). A file that was fitted an input transform before its
+first step (`models/input_adaptation.py`, `fit_input`) runs each candidate twice, as it is and
 through its transform, and the pair's mean is that candidate's output. A live stream that
 adapts to its speaker is sent the speaker's profile (fitted the same way, on the fit thread,
 from the stream's own audio) with any chunk: from then on each candidate's one row hears its
@@ -47,8 +48,9 @@ import torch
 
 from models.bundle import PRECISIONS, load_bundle
 from models.ds2 import DS2
-from models.ensemble import load_networks, mix_numpy
+from models.ensemble import load_networks
 from models.input_adaptation import AdaptConfig, InputAdapter, InputTransforms
+from models.rows import RowPlan, StreamRows, align_members, mix_members
 from models.streaming import (
     StreamState,
     flush,
@@ -59,7 +61,7 @@ from models.streaming import (
     step,
     unstack_states,
 )
-from models.warp import WarpChoice, log_mean, select, warp_features
+from models.warp import row_plan
 from server.dispatch import Work
 
 F32 = npt.NDArray[np.float32]
@@ -122,17 +124,13 @@ class Chunk:
 
 @dataclass
 class _Stream:
-    """What the runner holds for one stream: a model state per row of each active warp
-    candidate (one row each, or two with input transforms: as is, then transformed)."""
+    """What the runner holds for one stream: its rows (`models/rows.py`) and a model state
+    per row, in the rows' order."""
 
     states: list[StreamState]
-    choice: WarpChoice | None  # None: the model has no speaker adaptation
+    rows: StreamRows
     transforms: InputTransforms | None = None
     profile: InputTransforms | None = None  # each candidate's one row heard through it
-
-    @property
-    def rows_per_candidate(self) -> int:
-        return 1 if self.transforms is None else 2
 
 
 @dataclass(frozen=True)
@@ -178,7 +176,12 @@ class ModelRunner:
         """A runner of a loaded network; `speaker_adaptation=False` ignores its warp factors."""
         if not speaker_adaptation:
             model.config = dataclasses.replace(model.config, warp_factors=())
-        return cls(model)
+        return cls(model)  # its row plan follows the config as served
+
+    @property
+    def plan(self) -> RowPlan:
+        """How a stream becomes rows and merges back, by the model's config as served."""
+        return row_plan(self.model.config)
 
     @property
     def streams(self) -> int:
@@ -253,7 +256,7 @@ class ModelRunner:
     def warm_plan(self, cover: WarmShapes) -> list[WarmStep]:
         """The step shapes a server will run, cheapest first (`cover` says which)."""
         lengths, max_tail, max_streams = cover.lengths, cover.max_tail, cover.max_streams
-        candidates = max(len(self.model.config.warp_factors), 1) * (2 if cover.adapted else 1)
+        candidates = self.plan.candidates * (2 if cover.adapted else 1)
 
         def sizes(streams: int) -> list[int]:
             return sorted({padded_rows(n) for n in range(1, streams * candidates + 1)})
@@ -300,12 +303,9 @@ class ModelRunner:
             )
         if held is None:
             self._check_candidates(work.stream, transforms)
-            factors = self.model.config.warp_factors
-            rows = max(len(factors), 1) * (1 if transforms is None else 2)
-            states = [init_state(self.model, 1) for _ in range(rows)]
-            merge = self.model.config.warp_merge
-            choice = WarpChoice.start(len(factors), factors, merge) if factors else None
-            held = _Stream(states, choice, transforms)
+            rows = StreamRows.start(self.plan, adapted=transforms is not None)
+            states = [init_state(self.model, 1) for _ in range(rows.count)]
+            held = _Stream(states, rows, transforms)
         if profile is not None:
             self._check_candidates(work.stream, profile)
             if held.transforms is not None:
@@ -317,7 +317,7 @@ class ModelRunner:
         return held
 
     def _check_candidates(self, stream: int, transforms: InputTransforms | None) -> None:
-        candidates = max(len(self.model.config.warp_factors), 1)
+        candidates = self.plan.candidates
         if transforms is not None and transforms.candidates != candidates:
             raise ValueError(
                 f"stream {stream}: {transforms.candidates} input transforms for a model "
@@ -325,52 +325,30 @@ class ModelRunner:
             )
 
     def _rows(self, batch: list[Work[Chunk]]) -> tuple[list[_Stream], list[_Row]]:
-        """Each stream's chunk once per active warp candidate (once without adaptation), and
-        once more through its transform when the stream has input transforms; through its
-        speaker profile instead when it has one."""
-        factors, streams, rows = self.model.config.warp_factors, [], []
+        """Each stream's chunk as its rows (`StreamRows.expand`), each with its state."""
+        streams, rows = [], []
         for i, work in enumerate(batch):
             held = self._stream(work)
             streams.append(held)
             feats = torch.from_numpy(work.chunk.feats).to(self.device)
-            active = held.choice.active if held.choice is not None else [0]
-            per = held.rows_per_candidate
-            for j, k in enumerate(active):
-                warped = (
-                    warp_features(feats, factors[k], self.model.config.features)
-                    if factors
-                    else feats
-                )
-                heard = warped if held.profile is None else held.profile.apply(warped, k)
-                rows.append(_Row(i, heard, held.states[j * per]))
-                if held.transforms is not None:
-                    adapted = held.transforms.apply(warped, k)
-                    rows.append(_Row(i, adapted, held.states[j * per + 1]))
+            expanded = held.rows.expand(feats, held.transforms, held.profile)
+            rows += [_Row(i, x, s) for x, s in zip(expanded, held.states, strict=True)]
         return streams, rows
 
     def _merge(
         self, streams: list[_Stream], rows: list[_Row], outputs: list[torch.Tensor]
     ) -> list[F32]:
-        """Per stream, its rows' outputs merged by its warp choice (in batch order)."""
+        """Per stream, its rows' outputs merged (`StreamRows.merge`), in batch order; a stream
+        that has just chosen its warp keeps the chosen rows' states alone."""
         per_item: dict[int, list[F32]] = defaultdict(list)
         for row, out in zip(rows, outputs, strict=True):
             per_item[row.item].append(_numpy(out))
         merged = []
         for i, held in enumerate(streams):
-            per, choice = held.rows_per_candidate, held.choice
-            rows_out = per_item[i]
-            outs = [
-                log_mean(rows_out[j : j + per]) if per > 1 else rows_out[j]
-                for j in range(0, len(rows_out), per)
-            ]
-            if choice is None:
-                merged.append(outs[0])
-                continue
-            was = choice.active
-            merged.append(select(outs, choice, self.model.config.warp_decide_frames))
-            if choice.chosen is not None and len(was) > 1:
-                at = was.index(choice.chosen) * per
-                held.states = held.states[at : at + per]
+            frames, keep = held.rows.merge(per_item[i])
+            merged.append(frames)
+            if keep is not None:
+                held.states = held.states[keep]
         return merged
 
     def _padding(self, rows: list[_Row], length: int) -> list[_Row]:
@@ -446,8 +424,8 @@ class EnsembleRunner:
         return await loop.run_in_executor(self._thread, self.run_sync, list(batch))
 
     async def fit_input(self, feats: F32, config: AdaptConfig | None = None) -> InputTransforms:
-        """The bundle's own network's transforms (members hear the file as it is, as
-        measured: models/results/adapt.md)."""
+        """The bundle's own network's transforms; the members hear the file as it is: the
+        pair's gain from adaptation comes from its own network (experiments/adapt.md)."""
         return await self.runners[0].fit_input(feats, config)
 
     def run_sync(self, batch: list[Work[Chunk]]) -> list[F32]:
@@ -461,18 +439,16 @@ class EnsembleRunner:
         per_member = [r.run_sync(batch if i == 0 else plain) for i, r in enumerate(self.runners)]
         out = []
         for work, emitted in zip(batch, zip(*per_member, strict=True), strict=True):
-            held = self._held.pop(work.stream, None)
-            rows = list(emitted) if held is None else list(map(_join, held, emitted))
-            n = min(len(r) for r in rows)
-            rest = [r[n:] for r in rows]
+            ready, rest = align_members(self._held.pop(work.stream, None), emitted)
             if any(len(r) for r in rest):
                 if work.last:
                     raise RuntimeError(
                         f"stream {work.stream}: ensemble members emitted "
-                        f"{[len(r) for r in rows]} frames in all; their geometry differs"
+                        f"{[len(a) + len(r) for a, r in zip(ready, rest, strict=True)]} "
+                        "frames in all; their geometry differs"
                     )
                 self._held[work.stream] = rest
-            out.append(mix_numpy([r[:n] for r in rows], self.weights))
+            out.append(mix_members(ready, self.weights))
         return out
 
     def prime(self) -> None:
@@ -508,10 +484,6 @@ class EnsembleRunner:
         self._thread.shutdown(wait=True, cancel_futures=True)
         for runner in self.runners:
             runner.close()
-
-
-def _join(held: F32, new: F32) -> F32:
-    return np.concatenate([held, new]) if len(held) else new
 
 
 def runner_for_bundle(

@@ -6,6 +6,10 @@
 Transports (`/v1/stream`, `/vosk`, REST) drive a session and turn its typed errors into
 their own wire format; the session knows nothing of sockets or HTTP.
 
+What a stream is heard through besides the model's warps (a file's fitted transforms, a
+speaker's profile) plugs in as a `StreamHook` (server/adaptation.py), called at fixed points:
+each chunk, each step, after each feed, at close. The `Engine` it uses is server/engine.py's.
+
 Endpointing (optional): when the model's best symbol has been the blank for `endpoint_ms`
 after some speech, the segment ends: its decoder stream is finalised into a Final and a new
 one starts. The acoustic model runs on without a break, so the audio of the next segment
@@ -18,19 +22,20 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from models.config import FeatureConfig
 from models.features import StreamingFeaturizer
-from models.input_adaptation import AdaptConfig, InputTransforms, ProfileSchedule
+from models.input_adaptation import InputTransforms
+from server.adaptation import AsIs, SpeakerProfiles, StreamHook, stream_hook
 from server.audio import Resampler
-from server.decoding import DecoderPool, DecoderStream, HypothesisLike
-from server.dispatch import BatchDispatcher, DispatchError
+from server.decoding import DecoderStream, HypothesisLike
+from server.dispatch import DispatchError
+from server.engine import Engine, backlog_step
 from server.errors import (
     BadConfig,
     DecoderFailed,
@@ -40,7 +45,6 @@ from server.errors import (
     SessionError,
     StreamTooLong,
 )
-from server.profiles import encode_profile
 from server.protocol import Alternative, Final, Partial, SpeakerProfile, Word
 from server.runner import Chunk
 
@@ -68,86 +72,9 @@ class Options:
     alternative_words: bool = False  # the alternatives carry timed words too (Vosk's do)
     file: bool = False  # a recording (REST, `harken transcribe`): the file length limit applies
     # fit a profile of the speaker from the stream's own speech and hear the rest through it
-    # (`Engine.fit_profile`; models/results/speaker.md)
+    # (server/adaptation.py; why and what it buys: experiments/speaker.md)
     adapt_speaker: bool = False
     send_profile: bool = False  # hand each profile fitted to the client (SpeakerProfile)
-
-
-@dataclass
-class ProfileFits:
-    """The speakers' fits a server has under way, all on the model runner's one fit thread.
-
-    Why: a stream's first fit (at 15 s) buys most of what a profile gives (TTS dev 26.64%
-    against 26.28% with the refits at 30 and 60 s, from 27.29%), for 7.1 s of the thread
-    against 24 s for all three. Taken first come, first served, ten fresh speakers a minute
-    would queue 240 s of fits a minute behind one thread, their refits ahead of the next
-    speakers' first fits (models/results/speaker.md). So a refit starts only while no other
-    fit is under way: new speakers are learnt first, and the refits take the thread's slack."""
-
-    pending: int = 0  # fits started and not finished (or dropped)
-
-    def start(self, fit: Awaitable[InputTransforms]) -> asyncio.Future[InputTransforms]:
-        """The fit as a future, counted until it is done."""
-        future = asyncio.ensure_future(fit)
-        self.pending += 1
-        future.add_done_callback(self._finished)
-        return future
-
-    def _finished(self, _: asyncio.Future[InputTransforms]) -> None:
-        self.pending -= 1
-
-
-@dataclass
-class Engine:
-    """The shared parts a session uses, built once in the app's lifespan."""
-
-    dispatcher: BatchDispatcher[Chunk, F32]
-    pool: DecoderPool  # the decoder workers, each with its decoder
-    features: FeatureConfig
-    chunk_frames: int  # frames per live step: a multiple of the model's time stride
-    max_chunk_frames: int  # most frames in one step when audio is backlogged
-    max_samples: int  # longest live stream, in samples at the model's rate
-    max_file_samples: int  # longest recording (REST, `harken transcribe`), the same way
-    frame_seconds: float  # seconds per model output frame (hop x time stride)
-    fit_input_s: float = 30.0  # the start of a recording its input transforms are fitted on
-    load_chunk_frames: int = 0  # frames per live step while the model lags; 0: chunk_frames
-    load_wait_s: float = 0.0  # the lag (mean queue wait) past which load_chunk_frames apply
-    model_states: Callable[[], int] = lambda: 0  # streams whose recurrent state the model holds
-    step_shapes: Callable[[], int] = lambda: 0  # distinct (rows, frames) shapes stepped so far
-    # fits a recording's input transforms from its raw frames (the runner's `fit_input`);
-    # None: this engine cannot adapt to files
-    fit_input: Callable[[F32], Awaitable[InputTransforms]] | None = None
-    # fits a speaker's profile from a stream's raw frames (by `profiles.config`); None:
-    # streams cannot adapt to their speakers
-    fit_profile: Callable[[F32, AdaptConfig], Awaitable[InputTransforms]] | None = None
-    profiles: ProfileSchedule = ProfileSchedule()  # when a stream fits its speaker's profile
-    profile_fits: ProfileFits = field(default_factory=ProfileFits)  # the fits under way
-    network: bytes = b""  # the digest a profile token names its network by (server/profiles.py)
-    candidates: int = 1  # a profile's rows: the own network's warp candidates as served
-
-    def frame_s(self, frames: int) -> float:
-        """Seconds of `frames` input frames."""
-        return frames * self.features.hop_ms / 1000
-
-    def step_frames(self) -> int:
-        """Frames a live stream sends per step now: bigger chunks while the model lags, so
-        the per-step costs shrink when they decide latency; outputs are the same either way
-        (any chunking of a stream equals its offline result)."""
-        lagging = self.dispatcher.queue_wait_s > self.load_wait_s
-        return max(self.load_chunk_frames, self.chunk_frames) if lagging else self.chunk_frames
-
-
-def backlog_step(waiting: int, chunk: int, most: int) -> int:
-    """Frames of the next step when `waiting` frames (at least `chunk`) are there: the chunk
-    times the largest power of two that fits, at most `most` rounded down to the chunk. Few
-    step lengths mean few kernel shapes for the model to compile and cache (server/runner.py)."""
-    n = chunk << ((waiting // chunk).bit_length() - 1)
-    return min(n, max(chunk, most // chunk * chunk))
-
-
-def backlog_steps(chunk: int, most: int) -> set[int]:
-    """Every length `backlog_step` gives for this chunk and limit (for warm-up)."""
-    return {backlog_step(n, chunk, most) for n in range(chunk, 2 * most + chunk, chunk)}
 
 
 @dataclass
@@ -191,31 +118,6 @@ Update = Partial | Final | SpeakerProfile
 
 
 @dataclass
-class _Profile:
-    """A stream's speaker profile in the making: the frames it is fitted on, the fit under
-    way, and whether the runner still has to be sent the latest."""
-
-    frames: list[F32] = field(default_factory=list)
-    heard: int = 0  # frames kept for fitting
-    fitted_on: int = 0  # frames the current profile was fitted on (0: none yet)
-    fitting_on: int = 0  # frames the fit under way reads
-    fitting: asyncio.Future[InputTransforms] | None = None
-    due_at: float = 0.0  # when the next fit fell due (perf_counter; 0: none is due)
-    waits: list[float] = field(default_factory=list)  # due to heard, per profile the model got
-    unsent: bool = False  # the runner has not had the latest
-    unannounced: bool = False  # nor has the client
-    finished: bool = False  # no further fit: the last was due, one failed, or the client's
-
-    def stop(self) -> None:
-        if self.fitting is not None:
-            if self.fitting.done() and not self.fitting.cancelled():
-                self.fitting.exception()  # retrieved: the stream is gone, nobody else will look
-            self.fitting.cancel()
-            self.fitting = None
-        self.frames.clear()
-
-
-@dataclass
 class Session:
     engine: Engine
     options: Options
@@ -234,17 +136,17 @@ class Session:
     _undecoded: list[F32] = field(default_factory=list)
     _last_text: str = ""
     _segment: _Segment = field(default_factory=_Segment)
-    # fitted to the start of a recording before it starts (files only: server/recording.py);
-    # they go with the stream's first chunk and the runner keeps them
-    transforms: InputTransforms | None = None
-    # the speaker's profile (Options.adapt_speaker) and what it takes to fit and send it
-    profile: InputTransforms | None = None
-    _profile: _Profile = field(default_factory=lambda: _Profile())
+    # what the stream is heard through besides the warps (server/adaptation.py): a file's
+    # fitted transforms (server/recording.py sets them before start), or a speaker's profile
+    hook: StreamHook = field(default_factory=AsIs)
+    _first: bool = True  # the next chunk is the first of a model stream
+    # the client's own speaker profile, heard from the first chunk (server/profiles.py)
+    profile: InitVar[InputTransforms | None] = None
 
-    def __post_init__(self) -> None:
-        if self.profile is not None:  # the client's own: sent first, and not fitted again
-            self._profile.unsent = True
-            self._profile.finished = True
+    def __post_init__(self, profile: InputTransforms | None) -> None:
+        if self.options.adapt_speaker or profile is not None:
+            adapt, send = self.options.adapt_speaker, self.options.send_profile
+            self.hook = stream_hook(self.engine, adapt, send, profile)
 
     async def start(self) -> None:
         """Open the dispatcher stream and the decoder stream."""
@@ -277,12 +179,7 @@ class Session:
         stepped = await self._run_full_chunks(updates)
         if stepped and self.options.partials and (partial := await self._partial()):
             updates.append(partial)
-        if self._profile.unannounced and self.profile is not None:
-            self._profile.unannounced = False
-            if self.options.send_profile:
-                token = encode_profile(self.profile, self.engine.network)
-                seconds = self.engine.frame_s(self._profile.fitted_on)
-                updates.append(SpeakerProfile(profile=token, seconds=round(seconds, 2)))
+        updates += self.hook.news()
         return updates
 
     async def finish(self) -> Final:
@@ -323,7 +220,7 @@ class Session:
         final = self._final(await self._decode("finalize"), end)
         self.engine.dispatcher.close_stream(self.stream)
         self.stream = self.engine.dispatcher.open_stream()
-        self._profile.unsent = self.profile is not None  # the new model stream needs it too
+        self._first = True  # the new model stream needs what the hook gives a first chunk
         self._segment = _Segment(start_s=end)
         self._decoder = await self._new_decoder()
         self._last_text = ""
@@ -337,7 +234,7 @@ class Session:
         """Free everything the stream holds; safe in any state, and more than once."""
         if self.state in (State.STREAMING, State.DONE):
             self.engine.dispatcher.close_stream(self.stream)
-        self._profile.stop()
+        self.hook.close()
         for future in self._decoding:
             if future.done() and not future.cancelled():
                 future.exception()  # retrieved: the stream is gone, nobody else will look
@@ -350,7 +247,7 @@ class Session:
     @property
     def profile_waits(self) -> list[float]:
         """Seconds from each of the stream's profile fits falling due to its being heard."""
-        return list(self._profile.waits)
+        return list(self.hook.waits) if isinstance(self.hook, SpeakerProfiles) else []
 
     @property
     def duration(self) -> float:
@@ -409,10 +306,8 @@ class Session:
         queued, not awaited, so it overlaps the stream's next step. Errors of queued work
         surface at the next `_decode`."""
         began = time.perf_counter()
-        self._take_profile()
-        profile = self.profile if self._profile.unsent else None
-        chunk = Chunk(frames, self.transforms, profile)
-        self.transforms, self._profile.unsent = None, False
+        heard, self._first = self.hook.chunk(self._first), False
+        chunk = Chunk(frames, heard.transforms, heard.profile)
         try:
             log_probs = await self.engine.dispatcher.submit(self.stream, chunk, last)
         except DispatchError as e:
@@ -425,53 +320,8 @@ class Session:
         self._undecoded.append(log_probs)
         if last or not self.options.partials:  # no partial request follows to carry them
             self._queue_advance()
-        if self.options.adapt_speaker and not last:
-            self._enrol(frames)
-
-    # -- the speaker's profile -----------------------------------------------------------
-
-    def _enrol(self, frames: F32) -> None:
-        """Keep the stepped frames the profile is fitted on; start a fit when one is due."""
-        engine, p = self.engine, self._profile
-        if engine.fit_profile is None or p.finished:
-            return
-        most = int(engine.profiles.max_s * 1000 / engine.features.hop_ms)
-        if p.heard < most:
-            p.frames.append(frames[: most - p.heard])
-            p.heard += len(p.frames[-1])
-        if p.fitting is not None or not engine.profiles.due(
-            engine.frame_s(p.fitted_on), engine.frame_s(p.heard)
-        ):
-            return
-        if not p.due_at:
-            p.due_at = time.perf_counter()
-        if p.fitted_on and engine.profile_fits.pending:
-            return  # a refit waits until no fit is under way (ProfileFits); next chunk, again
-        config = engine.profiles.config(first=not p.fitted_on)
-        p.fitting = engine.profile_fits.start(engine.fit_profile(np.concatenate(p.frames), config))
-        p.fitting_on = p.heard
-
-    def _take_profile(self) -> None:
-        """A fit that has finished gives the stream its profile, sent with the next chunk.
-        A fit that failed leaves the stream as it was: it is heard without a (new) profile."""
-        p = self._profile
-        if p.fitting is None or not p.fitting.done():
-            return
-        fitting, p.fitting = p.fitting, None
-        error = None if fitting.cancelled() else fitting.exception()
-        if fitting.cancelled() or error is not None:
-            p.finished = True
-            log.warning(
-                "stream %d: its speaker profile could not be fitted: %s", self.stream, error
-            )
-            return
-        self.profile, p.fitted_on = fitting.result(), p.fitting_on
-        p.unsent = p.unannounced = True
-        p.waits.append(time.perf_counter() - p.due_at)
-        p.due_at = 0.0
-        if not self.engine.profiles.due(self.engine.frame_s(p.fitted_on), float("inf")):
-            p.finished = True
-            p.frames.clear()  # free them
+        if not last:
+            self.hook.stepped(frames)
 
     def _queue_advance(self) -> None:
         """Queue the undecoded log-probs on the stream's decoder worker without waiting for

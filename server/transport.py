@@ -16,6 +16,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 from models.input_adaptation import InputTransforms
 from server.audio import F32, AudioError, decode_pcm
 from server.config import ServerConfig
+from server.engine import Engine
 from server.errors import (
     BadAudio,
     BadConfig,
@@ -28,7 +29,7 @@ from server.limits import StreamSlots
 from server.metrics import Metrics
 from server.profiles import ProfileError, decode_profile
 from server.protocol import Error
-from server.session import Engine, Session
+from server.session import Session
 from server.ws_frames import refused
 
 log = logging.getLogger("harken.server")

@@ -128,7 +128,7 @@ TRAINING_AUGMENT = AugmentConfig(p_warp=0.8, p_colour=0.5, freq_masks=2, time_ma
 LIGHT_AUGMENT = replace(TRAINING_AUGMENT, p_noise=0.15, p_reverb=0.075, snr_db=(10.0, 30.0))
 # The light stage plus, on half the utterances, a warp that moves each formant region by its
 # own factor: a new vowel space per utterance, which one global factor cannot give
-# (models/results/formant.md).
+# (experiments/formant.md).
 FORMANT_AUGMENT = replace(LIGHT_AUGMENT, p_formant=0.5)
 AUGMENT_PRESETS = {"full": TRAINING_AUGMENT, "light": LIGHT_AUGMENT, "formant": FORMANT_AUGMENT}
 

@@ -2,7 +2,7 @@
 padding ratio of its batches, the training throughput it allows, and the dev CER that the
 same model reaches after the same wall-clock budget, all measured side by side in one run.
 
-    python -m training.bench_batching --train T.jsonl --dev D.jsonl --budget-s 480 --out models/results
+    python -m training.bench_batching --train T.jsonl --dev D.jsonl --budget-s 480 --out bench-out/batching
 
 A fixed time budget (rather than a fixed number of steps) is the fair comparison here: a
 strategy that pads less gets through more audio in the same time, and one that batches
@@ -136,7 +136,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--train", required=True)
     p.add_argument("--dev", required=True)
-    p.add_argument("--out", default="models/results")
+    p.add_argument("--out", default="bench-out/batching")  # outside the packages
     p.add_argument("--hours", type=float, default=1.0, help="training subset size")
     p.add_argument("--dev-utterances", type=int, default=100)
     p.add_argument("--budget-s", type=float, default=480.0, help="training time per strategy")

@@ -4,7 +4,7 @@ reaches (audio seconds per second, data loading and augmentation included), its 
 and, when the budget allows it, the dev CER after the same wall-clock budget.
 
     python -m training.bench_network --train T.jsonl --dev D.jsonl --budget-s 120 \
-        --out models/results/network
+        --out bench-out/network
 
 Each variant trains from scratch with the same data, batch, precision and schedule, one after
 another under the same background load, so the ratios between rows are what to read; a
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--train", required=True)
     p.add_argument("--dev", required=True)
-    p.add_argument("--out", default="models/results/network")
+    p.add_argument("--out", default="bench-out/network")  # outside the packages
     p.add_argument("--hours", type=float, default=1.0, help="training subset size")
     p.add_argument("--dev-utterances", type=int, default=100)
     p.add_argument("--budget-s", type=float, default=120.0, help="training time per variant")

@@ -114,8 +114,8 @@ def worker_init(worker_id: int) -> None:
     """One BLAS thread per loader worker (DataLoader's worker_init_fn).
 
     Workers run one per core, and each inherits numpy's BLAS pool (the mel projection is a
-    matmul) sized to every core. On a 16-core H100 host, training was fed about 180 audio s/s
-    with that pool in every worker and about 1,480 with one thread each (models/results/gpu)."""
+    matmul) sized to every core: every worker's pool then contends for the same cores, and
+    on a many-core GPU host that starved training of data (experiments/gpu.md)."""
     threadpool_limits(1)
 
 

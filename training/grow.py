@@ -2,7 +2,7 @@
 
 Why: the shipped network underfits its own training voices, and training a larger one from
 scratch on two cores does not get past CTC's first plateau within a session's budget
-(models/results/people.md). A wider copy whose new recurrent units start disconnected from
+(experiments/people.md). A wider copy whose new recurrent units start disconnected from
 every old unit and from the output computes exactly the old function on the first step, and
 training then decides what the new units are for. Only `rnn_hidden` grows: a GRU has no
 identity setting, so a new layer cannot start as a no-op.

@@ -61,9 +61,8 @@ def training_precision(
 ) -> Literal["bf16", "fp16", "fp32"]:
     """The autocast dtype a run trains in. auto: bf16 where the hardware runs it natively (a
     GPU that supports it, else fp16; a CPU with AMX or AVX512-BF16: 2.4x fp32's speed on a
-    Zen 4), fp32 on other CPUs, where bf16 has no kernels: on an AVX2-only Zen 3 the default's
-    first network trained at 27.3 audio s/s in fp32 and 1.2 in bf16
-    (models/results/dtype/README.md)."""
+    Zen 4), fp32 on other CPUs, where bf16 has no kernels and trains many times slower than
+    fp32 (experiments/dtype.md)."""
     if requested != "auto":
         return requested
     if device == "cuda":
@@ -222,8 +221,8 @@ def ema_rate(decay: float, step: int) -> float:
     TensorFlow's ExponentialMovingAverage does with num_updates).
 
     Why average: at batch 16 the weights jitter around the minimum the optimiser is heading
-    for; their moving average sits nearer to it. Averaging four checkpoints 200 steps apart
-    at peak rate lowered dev greedy CER from 34.8% to 32.9% (models/results/averaging.md)."""
+    for; their moving average sits nearer to it, and reads dev better
+    (experiments/averaging.md)."""
     return min(decay, (1 + step) / (10 + step))
 
 
@@ -446,8 +445,8 @@ class Trainer:
         unfolded with statistics measured on training utterances as the run's batches see
         them. Unfolding keeps the bundle's function exact with any statistics, but training
         pulls the running averages to the batches' own: calibrated on clean audio, an
-        augmented run moved them at once, and gpu4 lost 6.6 points of dev CER in 150 steps at
-        a rate of 1e-12 (models/results/newtext.md).
+        augmented run moved them at once and lost accuracy before the weights had moved
+        at all (experiments/newtext.md).
 
         The run may change the features (a lifter, say) as long as their size stays: the
         per-bin normalisation is then measured afresh on the new features, so the first layer
