@@ -224,6 +224,8 @@ def _log_language_model(bundle: Path) -> None:
             DECODER_JSON,
         )
         return
+    except ValueError:
+        return  # a broken decoder.json: building the decoder reports it, with its reason
     mixed = "".join(f", mixed with {m.get('lm')} at {m.get('weight')}" for m in doc.get("mix", []))
     log.info("language model: %s%s (%s)", doc.get("lm"), mixed, bundle / DECODER_JSON)
 
