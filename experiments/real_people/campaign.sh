@@ -66,17 +66,30 @@ case "${1:-}" in
     done
     ;;
   eval)
-    mkdir -p "$E/reports"
-    for set in data/games/queen/dev data/games/queen/test data/corpus/dev data/corpus_phone/dev \
-               data/asterisk/dev; do
+    # the decision sets first (real dev, TTS dev), then the test beside the peers, then the
+    # narrowband copy and her prompts; JSON reports (per utterance) stay in runs/, their
+    # Markdown summaries are copied beside this script
+    O=runs/real1_eval
+    mkdir -p "$O" "$E/reports"
+    read_set() {  # BUNDLE TAG SET [more flags]
+      local b=$1 tag=$2 set=$3
+      shift 3
+      local name
       name=$(echo "$set" | tr / _)
-      for b in models/default "$CAND"; do
-        tag=$(basename "$b")
-        $H eval --bundle "$b" --manifest "$set.jsonl" --beam --out "$E/reports/${name}_${tag}.json"
-      done
+      $H eval --bundle "$b" --manifest "$set.jsonl" --beam --dtype "${DTYPE:-bf16}" "$@" \
+        --out "$O/${name}_${tag}.json"
+      cp "$O/${name}_${tag}.md" "$E/reports/"
+    }
+    for set in data/games/queen/dev data/corpus/dev; do
+      read_set "$CAND" real1 "$set"
+      read_set models/default pair "$set"
     done
-    $H eval --bundle "$CAND" --manifest data/games/queen/test.jsonl --beam \
-      --peers pocketsphinx whisper-tiny.en --out "$E/reports/queen_test_peers.json"
+    read_set "$CAND" real1 data/games/queen/test --peers pocketsphinx whisper-tiny.en
+    read_set models/default pair data/games/queen/test
+    for set in data/corpus_phone/dev data/asterisk/dev; do
+      read_set "$CAND" real1 "$set"
+      read_set models/default pair "$set"
+    done
     ;;
   *) sed -n '2,11p' "$0"; exit 2 ;;
 esac
