@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # 10 and 60 real-time streams against one bundle served on this machine (the load generator
 # beside it), TTS dev utterances: bash experiments/real_people/latency.sh BUNDLE OUT [SECONDS]
+# (SERVE_ARGS="--dtype int8" adds harken serve flags)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=$1 OUT=$2 SECONDS_PER_LEVEL=${3:-40} PORT=${PORT:-8011}
-.venv/bin/harken serve --bundle "$B" --port "$PORT" --warmup all >"$OUT.server.log" 2>&1 &
+.venv/bin/harken serve --bundle "$B" --port "$PORT" --warmup all ${SERVE_ARGS:-} >"$OUT.server.log" 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null || true' EXIT
 for _ in $(seq 240); do curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 1; done
