@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 import uuid
 import wave
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,19 +97,36 @@ class _VoskTimeline:
     error: str | None = None
 
 
-async def vosk_utterance(config: ClientConfig, utt: Utterance) -> UtteranceResult:
-    """Send one utterance to /vosk at real time x speed; never raises for network or
-    server trouble."""
+Conversation = Callable[
+    [ClientConnection, ClientConfig, Utterance, UtteranceResult], Awaitable[None]
+]
+
+
+async def ws_utterance(
+    config: ClientConfig,
+    path: str,
+    utt: Utterance,
+    talk: Conversation,
+    sent: Utterance | None = None,
+) -> UtteranceResult:
+    """One utterance over its own WebSocket to `path`, `talk` speaking the protocol (with
+    `sent`, the same words as the protocol needs them sent); never raises for network or
+    server trouble, which becomes the result's failure."""
     result = UtteranceResult(utt.text, utt.duration, started=time.perf_counter())
     try:
-        async with await ws_connect(config, VOSK_PATH) as ws:
-            await _vosk(ws, config, utt, result)
+        async with await ws_connect(config, path) as ws:
+            await talk(ws, config, sent or utt, result)
     except NETWORK_ERRORS as e:
         result.failure = result.failure or describe(e)
     result.ended = time.perf_counter()
     if result.failure is None and result.eou_latency_ms is None:
         result.failure = "no final"
     return result
+
+
+async def vosk_utterance(config: ClientConfig, utt: Utterance) -> UtteranceResult:
+    """Send one utterance to /vosk at real time x speed."""
+    return await ws_utterance(config, VOSK_PATH, utt, _vosk)
 
 
 async def _vosk(

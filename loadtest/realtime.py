@@ -27,7 +27,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
 from loadtest.client import ClientConfig, Utterance, UtteranceResult, describe
-from loadtest.protocols import NETWORK_ERRORS, paced, ws_connect
+from loadtest.protocols import paced, ws_utterance
 
 REALTIME_PATH = "/v1/realtime?intent=transcription"
 RATE = 24000  # Hz: OpenAI's PCM rate
@@ -67,18 +67,8 @@ class _Timeline:
 
 
 async def realtime_utterance(config: ClientConfig, utt: Utterance) -> UtteranceResult:
-    """Send one utterance to /v1/realtime at real time x speed; never raises for network or
-    server trouble."""
-    result = UtteranceResult(utt.text, utt.duration, started=time.perf_counter())
-    try:
-        async with await ws_connect(config, REALTIME_PATH) as ws:
-            await _realtime(ws, config, at_24k(utt), result)
-    except NETWORK_ERRORS as e:
-        result.failure = result.failure or describe(e)
-    result.ended = time.perf_counter()
-    if result.failure is None and result.eou_latency_ms is None:
-        result.failure = "no final"
-    return result
+    """Send one utterance to /v1/realtime at real time x speed, resampled to 24 kHz first."""
+    return await ws_utterance(config, REALTIME_PATH, utt, _realtime, at_24k(utt))
 
 
 async def _realtime(

@@ -74,22 +74,14 @@ class AsIs:
 
 
 @dataclass(frozen=True)
-class FileTransforms:
-    """A recording heard through the transforms fitted to its start (server/recording.py)."""
+class FileTransforms(AsIs):
+    """A recording heard through the transforms fitted to its start (server/recording.py);
+    otherwise as it is."""
 
     transforms: InputTransforms
 
     def chunk(self, first: bool) -> Heard:
         return Heard(transforms=self.transforms) if first else Heard()
-
-    def stepped(self, frames: F32) -> None:
-        pass
-
-    def news(self) -> list[SpeakerProfile]:
-        return []
-
-    def close(self) -> None:
-        pass
 
 
 @dataclass
