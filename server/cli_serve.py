@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from pathlib import Path
 
 from server import config as server_config
 
@@ -18,10 +19,13 @@ def main(args: argparse.Namespace) -> int:
     from models.bundle import BundleError, read_bundle_config
     from server.app import create_app
     from server.serve import make_server
+    from server.written import load_punctuator
 
     try:
         config = server_config.from_args(args)
         read_bundle_config(config.bundle)
+        if not config.no_punctuation:  # a broken punctuator named here, not in a traceback
+            load_punctuator(Path(config.bundle))
     except (ValueError, BundleError) as e:
         print(f"harken serve: {e}", file=sys.stderr)
         return 2

@@ -4,7 +4,9 @@ Without `--server` it loads the bundle and runs the server's own engine in-proce
 decoded and heard a block at a time (server/recording.py), so an hour-long one is never held
 whole; with `--server URL` it streams each file to a running server's
 `/v1/stream` over WebSocket (where the server's `--max-stream-s` applies). A file that fails
-prints `{"file", "error"}` and the exit status becomes 1.
+prints `{"file", "error"}` and the exit status becomes 1. Text is written, with
+punctuation and capitals, where the bundle has a punctuator (server/written.py);
+`--no-punctuate` prints the recognised words as they are.
 """
 
 from __future__ import annotations
@@ -45,6 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--words", action="store_true", help="include words with start/end/conf")
     parser.add_argument(
+        "--no-punctuate",
+        action="store_true",
+        help="the recognised words as they are, without the punctuation and capitals that "
+        "the bundle's punctuator (punctuation.json) writes by default",
+    )
+    parser.add_argument(
         "--adapt-input",
         type=parse_bool,
         default=False,
@@ -73,7 +81,8 @@ def main(args: argparse.Namespace) -> int:
         )
         return 2
     if args.server:
-        results = [_remote(args.server, Path(f), args.words) for f in args.files]
+        written = not args.no_punctuate
+        results = [_remote(args.server, Path(f), args.words, written) for f in args.files]
     else:
         results = asyncio.run(_local(args))
     for result in results:
@@ -111,27 +120,32 @@ async def _local(args: argparse.Namespace) -> list[dict[str, Any]]:
             decoder_processes=False,
             decoder_workers=1,
             max_file_s=_max_file_s(args.max_file_s, os.environ),
+            no_punctuation=args.no_punctuate,
         )
-        adapt = args.adapt_input
+        adapt, written = args.adapt_input, not args.no_punctuate
         async with running_engine(config) as engine:
-            return [await _local_file(engine, Path(f), args.words, adapt) for f in args.files]
+            return [
+                await _local_file(engine, Path(f), args.words, adapt, written) for f in args.files
+            ]
     except (BundleError, ValueError, OSError) as e:
         return [{"file": f, "error": f"cannot load the model: {e}"} for f in args.files]
 
 
-async def _local_file(engine: Any, path: Path, words: bool, adapt: bool) -> dict[str, Any]:
+async def _local_file(
+    engine: Any, path: Path, words: bool, adapt: bool, written: bool
+) -> dict[str, Any]:
     from server.errors import SessionError
     from server.recording import file_blocks, transcribe
 
     try:
         async with aclosing(file_blocks(path, engine)) as blocks:
-            _, final = await transcribe(engine, blocks, adapt)
+            _, final = await transcribe(engine, blocks, adapt, written=written)
     except (OSError, ValueError, SessionError) as e:
         return {"file": str(path), "error": str(e)}
     return _line(path, final.model_dump(), words)
 
 
-def _remote(server: str, path: Path, words: bool) -> dict[str, Any]:
+def _remote(server: str, path: Path, words: bool, written: bool) -> dict[str, Any]:
     from websockets.exceptions import ConnectionClosed, InvalidURI, WebSocketException
     from websockets.sync.client import connect
 
@@ -150,6 +164,7 @@ def _remote(server: str, path: Path, words: bool) -> dict[str, Any]:
                         "sample_rate": SAMPLE_RATE,
                         "encoding": "f32le",
                         "partials": False,
+                        "punctuate": written,
                     }
                 )
             )

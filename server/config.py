@@ -95,6 +95,10 @@ class ServerConfig:
     profile_first_s: float = 15.0  # the stream's audio its first profile is fitted on
     profile_max_s: float = 60.0  # ... its last (refitted each time the audio has doubled)
     decoder: str = "beam"  # beam (with the bundle's LM when it has one) | greedy
+    # plain words in every transcript, even where the bundle has a punctuator
+    # (punctuation.json): written text is what REST and Realtime clients get by default
+    # (server/written.py), at some 0.1 ms of CPU a word on the event loop
+    no_punctuation: bool = False
     beam_size: int = 0  # beam width; 0 keeps the bundle's tuned decoder.json value
     # how far below the best a beam may score and stay (0 keeps decoder.json's): lower is
     # faster and loses words (experiments/beam.md)
@@ -258,6 +262,8 @@ HELP = {
     "profile_max_s": "seconds of a stream its speaker's last profile is fitted on (refitted "
     "each time the audio has doubled until then)",
     "decoder": "beam (with the bundle's LM when it has one) or greedy (best symbol per frame)",
+    "no_punctuation": "plain words in every transcript, without the punctuation and capitals "
+    "of the bundle's punctuator (REST and Realtime write them by default)",
     "beam_size": "beams the search keeps; 0 keeps the bundle's decoder.json value",
     "beam_threshold": "how far below the best a beam may score and stay; 0 keeps the bundle's",
     "blank_penalty": "taken off every frame's blank log-prob before the search (higher keeps "
@@ -276,9 +282,11 @@ HELP = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """One `--flag` per field (default: from the environment, else the field default)."""
+    """One `--flag` per field (default: from the environment, else the field default); a
+    yes-or-no flag alone means yes (`--no-punctuation`)."""
     for f in _FLAGS:
-        kind: Any = parse_bool if isinstance(f.default, bool) else type(f.default)
+        yes_or_no = isinstance(f.default, bool)
+        kind: Any = parse_bool if yes_or_no else type(f.default)
         choices = {
             "device": DEVICES,
             "dtype": DTYPES,
@@ -291,6 +299,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             type=kind,
             choices=choices,
             default=None,
+            nargs="?" if yes_or_no else None,
+            const=True if yes_or_no else None,
             help=f"{HELP[f.name]} (default {f.default}, or ${ENV_PREFIX}{f.name.upper()})",
         )
     parser.add_argument(

@@ -24,6 +24,7 @@ from decoder.loading import DECODER_JSON, read_decoder_json
 from models.config import FeatureConfig, ModelConfig
 from models.ensemble import alone_search
 from models.input_adaptation import AdaptConfig, InputTransforms, ProfileSchedule
+from models.punctuation import META, Punctuator
 from server.adaptation import ProfileFits
 from server.config import ServerConfig
 from server.decoder_procs import DecoderProcess, start_processes
@@ -41,6 +42,7 @@ from server.runner import (
     WarmStep,
     runner_for_bundle,
 )
+from server.written import load_punctuator
 
 log = logging.getLogger("harken.server")
 
@@ -74,6 +76,9 @@ class Engine:
     profile_fits: ProfileFits = field(default_factory=ProfileFits)  # the fits under way
     network: bytes = b""  # the digest a profile token names its network by (server/profiles.py)
     candidates: int = 1  # a profile's rows: the own network's warp candidates as served
+    # writes transcripts with punctuation and capitals (server/written.py) for the streams
+    # that ask; None: the bundle has none, or --no-punctuation, and every transcript is plain
+    punctuator: Punctuator | None = None
 
     def frame_s(self, frames: int) -> float:
         """Seconds of `frames` input frames."""
@@ -107,6 +112,7 @@ async def running_engine(
     """Load the bundle (off the event loop), start the dispatcher; stop and free on exit."""
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)  # process-wide, as torch allows
+    punctuator = await asyncio.to_thread(punctuator_for, config)  # a broken one fails first
     dtype, why = resolve_dtype(config.dtype, config.device)
     log.info("model precision %s (%s)", dtype, why)
     adaptation = AdaptConfig(steps=config.adapt_steps, rate=config.adapt_rate)
@@ -196,6 +202,7 @@ async def running_engine(
             profiles=config.profiles,
             network=network,
             candidates=max(len(model.warp_factors), 1),
+            punctuator=punctuator,
         )
     finally:
         gc.unfreeze()  # what the engine held can be collected again once it is gone
@@ -209,6 +216,31 @@ async def running_engine(
         for process in processes:
             process.close()
         runner.close()
+
+
+def punctuator_for(config: ServerConfig) -> Punctuator | None:
+    """The bundle's punctuator unless the server was asked for plain words, saying at
+    start which it is: written transcripts are on for REST and Realtime by default, and
+    without it they are silently plain."""
+    bundle = Path(config.bundle)
+    if config.no_punctuation:
+        log.info("written transcripts: off (--no-punctuation); every transcript is plain words")
+        return None
+    punctuator = load_punctuator(bundle)
+    if punctuator is None:
+        log.info(
+            "written transcripts: none; %s has no %s, so every transcript is plain words",
+            bundle,
+            META,
+        )
+    else:
+        log.info(
+            "written transcripts: punctuation and capitals from %s (%d words, lookahead %d)",
+            bundle / META,
+            punctuator.config.vocab,
+            punctuator.config.lookahead,
+        )
+    return punctuator
 
 
 def _log_language_model(bundle: Path) -> None:

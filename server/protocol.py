@@ -58,6 +58,9 @@ class StreamConfig(BaseModel):
     # the `profile` of a speaker_profile message from an earlier stream of the same speaker:
     # heard through it from the start (server/profiles.py)
     speaker_profile: Annotated[str, Field(min_length=1, max_length=16384)] | None = None
+    # partials and finals as written text, with punctuation and capitals, where the server's
+    # bundle has a punctuator (server/written.py); plain words otherwise
+    punctuate: bool = False
 
 
 class EndOfStream(BaseModel):
@@ -205,6 +208,9 @@ class VoskConfig(BaseModel):
     max_alternatives: Annotated[int, Field(ge=0)] = 0  # > 0: results as an n-best list
     # Vosk's grammar; here phrases the decoder favours (hotwords), not the only ones allowed
     phrase_list: Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=100)] = []
+    # not Vosk's: results as written text, with punctuation and capitals, where the server's
+    # bundle has a punctuator; Vosk's clients expect plain words, so off unless asked
+    punctuate: bool = False
 
 
 VoskControl = Literal["eof", "reset"]

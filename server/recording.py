@@ -12,7 +12,7 @@ The longest file is `--max-file-s`, of `harken serve` and `harken transcribe` al
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +23,7 @@ from server.adaptation import FileTransforms
 from server.audio import F32, AudioError, FileBlocks
 from server.engine import Engine
 from server.errors import BadAudio, BadConfig, EmptyAudio, ModelFailed, UnsupportedFormat
+from server.hotwords import NO_HOTWORDS, Hotwords
 from server.protocol import Final
 from server.session import Options, Session, Update, too_long
 
@@ -91,18 +92,22 @@ async def transcribe(
     audio: F32 | AsyncIterable[F32],
     adapt_input: bool = False,
     profile: InputTransforms | None = None,
-    hotwords: Sequence[str] = (),
+    hotwords: Hotwords = NO_HOTWORDS,
+    written: bool = False,
 ) -> tuple[Session, Final]:
     """A recording through a session (`hear`), whole (mono float32 at the model's rate) or
     as its blocks; with `adapt_input` heard through input transforms fitted to it, with a
-    speaker's `profile` (one or the other) through that; `hotwords` normalised already."""
+    speaker's `profile` (one or the other) through that; with `written`, its transcript
+    written with punctuation and capitals where the engine can (server/written.py)."""
     if isinstance(audio, np.ndarray):
         check_recording(engine, audio)
         audio = _chain([audio])
     options = Options(
         sample_rate=engine.features.sample_rate,
         partials=False,
-        hotwords=tuple(hotwords),
+        hotwords=hotwords.phrases,
+        casing=hotwords.casing,
+        written=written,
         file=True,
     )
     session = Session(engine, options, profile=profile)

@@ -10,13 +10,15 @@ shape, `{"error": {"message", "type", "param", "code"}}`. Beyond OpenAI's fields
 `adapt_input` (default: the server's `--adapt-files`) hears
 the file through input transforms fitted to it first (`models/input_adaptation.py`), and
 `speaker_profile` (a token from a `/v1/stream` that adapted to the speaker: server/profiles.py)
-hears it through that speaker's profile instead.
+hears it through that speaker's profile instead. Transcripts are written text, punctuated
+and capitalised as OpenAI's are, where the bundle has a punctuator (server/written.py);
+`punctuate=false` asks for the recognised words as they are.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterable, Mapping, Sequence
+from collections.abc import AsyncIterable, Mapping
 from contextlib import aclosing
 from typing import Annotated
 
@@ -26,7 +28,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from models.input_adaptation import InputTransforms
 from server.audio import F32
 from server.errors import BadConfig, EmptyAudio, SessionError, UploadTooLarge
-from server.hotwords import prompt_hotwords
+from server.hotwords import Hotwords, prompt_hotwords
 from server.protocol import RESPONSE_FORMATS, Final, OpenAIError, OpenAIErrorBody
 from server.recording import file_blocks, opened, transcribe
 from server.rest_stream import stream_transcript
@@ -53,6 +55,7 @@ async def transcriptions(
     stream: Annotated[bool, Form()] = False,
     adapt_input: Annotated[bool | None, Form()] = None,
     speaker_profile: Annotated[str | None, Form(min_length=1, max_length=16384)] = None,
+    punctuate: Annotated[bool, Form()] = True,
 ) -> Response:
     res = resources(request)
     authorize(request, res.config.auth_tokens)
@@ -84,10 +87,10 @@ async def transcriptions(
     if stream:
         res.slots.check()
         blocks = await opened(file_blocks(data, res.engine))
-        return stream_transcript(res, blocks, adapt, profile, hotwords)
+        return stream_transcript(res, blocks, adapt, profile, hotwords, punctuate)
     with res.slots.hold():
         async with aclosing(file_blocks(data, res.engine)) as blocks:
-            final = await _transcribe(res, blocks, adapt, profile, hotwords)
+            final = await _transcribe(res, blocks, adapt, profile, hotwords, punctuate)
     res.metrics.streams.labels("rest").inc()
     return _respond(final, response_format, granularities)
 
@@ -138,10 +141,11 @@ async def _transcribe(
     blocks: AsyncIterable[F32],
     adapt_input: bool,
     profile: InputTransforms | None,
-    hotwords: Sequence[str],
+    hotwords: Hotwords,
+    written: bool,
 ) -> Final:
     began = time.perf_counter()
-    session, final = await transcribe(res.engine, blocks, adapt_input, profile, hotwords)
+    session, final = await transcribe(res.engine, blocks, adapt_input, profile, hotwords, written)
     observe_final(res, session, began)
     return final
 

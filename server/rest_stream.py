@@ -7,7 +7,7 @@
 The file runs through a session in steps as a live stream does, decoded a block at a time
 (server/recording.py), and each delta is what the partials' `stable` words add (the decoder
 never takes those back), then what the final adds to them: the deltas add up to the final
-text. Errors found before the first event (format, size, capacity, a file that does not
+text. Written text (the default) keeps this: its stable prefix only grows (server/written.py). Errors found before the first event (format, size, capacity, a file that does not
 decode at all) are ordinary HTTP errors; one after it (a file longer than `--max-file-s`, a
 later block that is not audio) is an event in OpenAI's error shape, which OpenAI's client
 raises as an APIError.
@@ -16,7 +16,7 @@ raises as an APIError.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from models.input_adaptation import InputTransforms
 from server.audio import F32
 from server.errors import SessionError
+from server.hotwords import NO_HOTWORDS, Hotwords
 from server.protocol import (
     Final,
     OpenAIError,
@@ -42,13 +43,14 @@ def stream_transcript(
     blocks: AsyncGenerator[F32, None],
     adapt_input: bool = False,
     profile: InputTransforms | None = None,
-    hotwords: Sequence[str] = (),
+    hotwords: Hotwords = NO_HOTWORDS,
+    written: bool = True,
 ) -> StreamingResponse:
     """The events of a file's `blocks` (mono float32 at the model's rate, closed at the end;
-    with `adapt_input`, heard through transforms fitted to it before the first event); the
-    caller has checked that a stream slot is free."""
+    with `adapt_input`, heard through transforms fitted to it before the first event; with
+    `written`, as written text); the caller has checked that a stream slot is free."""
     return StreamingResponse(
-        _events(res, blocks, adapt_input, profile, hotwords),
+        _events(res, blocks, adapt_input, profile, hotwords, written),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache"},
     )
@@ -59,12 +61,13 @@ async def _events(
     blocks: AsyncGenerator[F32, None],
     adapt_input: bool,
     profile: InputTransforms | None,
-    hotwords: Sequence[str],
+    hotwords: Hotwords,
+    written: bool,
 ) -> AsyncIterator[str]:
     sent = ""
     try:
         with res.slots.hold():
-            async for update in _updates(res, blocks, adapt_input, profile, hotwords):
+            async for update in _updates(res, blocks, adapt_input, profile, hotwords, written):
                 if isinstance(update, SpeakerProfile):
                     continue  # a file's session never fits one (no adapt_speaker)
                 text = update.text if isinstance(update, Final) else update.stable
@@ -87,14 +90,17 @@ async def _updates(
     blocks: AsyncGenerator[F32, None],
     adapt_input: bool,
     profile: InputTransforms | None,
-    hotwords: Sequence[str],
+    hotwords: Hotwords,
+    written: bool,
 ) -> AsyncIterator[Update]:
     """Partials as the file is decoded, in pieces of `max_chunk_frames`, then the final."""
     began = time.perf_counter()
     options = Options(
         sample_rate=res.engine.features.sample_rate,
         word_timestamps=False,
-        hotwords=tuple(hotwords),
+        hotwords=hotwords.phrases,
+        casing=hotwords.casing,
+        written=written,
         file=True,
     )
     session = Session(res.engine, options, profile=profile)

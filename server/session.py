@@ -14,6 +14,10 @@ Endpointing (optional): when the model's best symbol has been the blank for `end
 after some speech, the segment ends: its decoder stream is finalised into a Final and a new
 one starts. The acoustic model runs on without a break, so the audio of the next segment
 sees the same recurrent state it would have seen without the endpoint.
+
+Written transcripts (`Options.written`, with a bundle that has a punctuator): each segment's
+partials and final go through its own `SegmentWriter` (server/written.py), which adds
+punctuation and capitals and keeps the written stable text append-only.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
 from typing import Any
 
@@ -47,9 +51,12 @@ from server.errors import (
 )
 from server.protocol import Alternative, Final, Partial, SpeakerProfile, Word
 from server.runner import Chunk
+from server.written import SegmentWriter
 
 F32 = npt.NDArray[np.float32]
 log = logging.getLogger("harken.server")
+# a final with more words than this to read is written off the event loop (a few ms)
+WRITE_ON_LOOP_WORDS = 50
 
 
 class State(enum.Enum):
@@ -75,6 +82,12 @@ class Options:
     # (server/adaptation.py; why and what it buys: experiments/speaker.md)
     adapt_speaker: bool = False
     send_profile: bool = False  # hand each profile fitted to the client (SpeakerProfile)
+    # partials and finals as written text: punctuation and capitals from the bundle's
+    # punctuator (server/written.py); plain words where the engine has none
+    written: bool = False
+    # normalised hotword -> the client's written form of it ("iphone" -> "iPhone"), kept in
+    # written text (server/hotwords.py)
+    casing: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -136,6 +149,7 @@ class Session:
     _undecoded: list[F32] = field(default_factory=list)
     _last_text: str = ""
     _segment: _Segment = field(default_factory=_Segment)
+    _writer: SegmentWriter | None = None  # the segment's, with written transcripts
     # what the stream is heard through besides the warps (server/adaptation.py): a file's
     # fitted transforms (server/recording.py sets them before start), or a speaker's profile
     hook: StreamHook = field(default_factory=AsIs)
@@ -160,6 +174,10 @@ class Session:
         self._decoder = await self._new_decoder()
 
     async def _new_decoder(self) -> DecoderStream:
+        """A decoder stream for the next segment (and its writer, with written text)."""
+        punctuator = self.engine.punctuator
+        if self.options.written and punctuator is not None:
+            self._writer = SegmentWriter(punctuator, self.options.casing)
         hotwords = tuple(h.lower() for h in self.options.hotwords)
         try:
             return await self.engine.pool.start(self.stream, hotwords)
@@ -194,14 +212,15 @@ class Session:
         tail, self._frames = self._frames, self._frames[:0]
         await self._step(tail, last=True)
         hypotheses = await self._decode("finalize")
+        final = await self._written(self._final(hypotheses, self.duration))
         self.state = State.DONE
-        return self._final(hypotheses, self.duration)
+        return final
 
     async def _end_segment(self) -> Final:
         """Endpoint: finalise this segment's decoder stream and start the next one."""
         hypotheses = await self._decode("finalize")
         end = self._segment.end_s(self.engine.frame_seconds)
-        final = self._final(hypotheses, end)
+        final = await self._written(self._final(hypotheses, end))
         self._segment = _Segment(start_s=end)
         self._decoder = await self._new_decoder()
         self._last_text = ""
@@ -217,7 +236,7 @@ class Session:
         tail, self._frames = self._frames, self._frames[:0]
         await self._step(tail, last=True)
         end = self._segment.end_s(self.engine.frame_seconds)
-        final = self._final(await self._decode("finalize"), end)
+        final = await self._written(self._final(await self._decode("finalize"), end))
         self.engine.dispatcher.close_stream(self.stream)
         self.stream = self.engine.dispatcher.open_stream()
         self._first = True  # the new model stream needs what the hook gives a first chunk
@@ -369,7 +388,8 @@ class Session:
         if hyp.text == self._last_text:
             return None
         self._last_text = hyp.text
-        return Partial(text=hyp.text, stable=hyp.stable_text)
+        partial = Partial(text=hyp.text, stable=hyp.stable_text)
+        return partial if self._writer is None else self._writer.partial(partial)
 
     def _final(self, hypotheses: Sequence[HypothesisLike], end_s: float) -> Final:
         """The segment's result; it ends at `end_s` in the stream (the end of its audio)."""
@@ -386,6 +406,16 @@ class Session:
             # from the rounded times, so that a segment's start plus duration is the next start
             duration=round(max(round(end_s, 3) - round(start, 3), 0.0), 3),
         )
+
+    async def _written(self, final: Final) -> Final:
+        """The segment's final as written text, where the stream asked for it; a long one
+        off the event loop (a file's: some 0.1 ms a word)."""
+        writer = self._writer
+        if writer is None:
+            return final
+        if writer.unread(final) > WRITE_ON_LOOP_WORDS:
+            return await asyncio.to_thread(writer.final, final)
+        return writer.final(final)
 
     def _alternative(self, hyp: HypothesisLike, origin: float) -> Alternative:
         timed = self.options.alternative_words and self.options.word_timestamps

@@ -1,8 +1,13 @@
-"""A final transcript as OpenAI's verbose_json segments, SubRip and WebVTT."""
+"""A final transcript as OpenAI's verbose_json segments, SubRip and WebVTT.
+
+A segment's text is its words as the final's text writes them (with written transcripts,
+their case and marks: server/written.py); verbose_json's `words` are one entry a word
+recognised, in its written case without marks, as OpenAI's are."""
 
 from __future__ import annotations
 
-from server.protocol import Final, Segment, TimedWord, VerboseTranscription, Word
+from server.protocol import Final, Segment, TimedWord, VerboseTranscription
+from server.written import tokens
 
 PAUSE_S = 0.8  # a silence this long between words starts a new segment
 MAX_WORDS = 24  # and so does a segment this long, so that subtitles stay readable
@@ -12,14 +17,21 @@ def segments(final: Final) -> list[Segment]:
     """Words grouped at pauses; one segment for the whole audio when there are no words."""
     if not final.words:
         return [Segment(id=0, start=0.0, end=final.duration, text=final.text)] if final.text else []
-    groups: list[list[Word]] = [[final.words[0]]]
-    for prev, word in zip(final.words, final.words[1:], strict=False):
-        if word.start - prev.end >= PAUSE_S or len(groups[-1]) >= MAX_WORDS:
+    words = final.words
+    groups: list[list[int]] = [[0]]  # indices of the words
+    for i in range(1, len(words)):
+        if words[i].start - words[i - 1].end >= PAUSE_S or len(groups[-1]) >= MAX_WORDS:
             groups.append([])
-        groups[-1].append(word)
+        groups[-1].append(i)
+    written = tokens(final)
     return [
-        Segment(id=i, start=g[0].start, end=g[-1].end, text=" ".join(w.word for w in g))
-        for i, g in enumerate(groups)
+        Segment(
+            id=n,
+            start=words[g[0]].start,
+            end=words[g[-1]].end,
+            text=" ".join(written[i] for i in g),
+        )
+        for n, g in enumerate(groups)
     ]
 
 

@@ -26,7 +26,9 @@ sent alone as a stream. The deltas of an item are the words its partials call st
 later audio cannot change, then what the final adds: they add up to the completed
 transcript exactly, and they come while the user speaks, before the commit. A session.update
 that changes how audio is heard (format, prompt, keywords, turn detection) ends the item
-under way as a commit would, then starts a Session with the new settings.
+under way as a commit would, then starts a Session with the new settings. Transcripts are
+written text, as OpenAI's are, where the bundle has a punctuator (server/written.py): its
+stable prefix only grows, so the deltas stay append-only.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from server.errors import (
     Unsupported,
 )
 from server.g711 import decode_g711
-from server.hotwords import normalise_hotwords, prompt_hotwords
+from server.hotwords import NO_HOTWORDS, Hotwords, merged, normalise_hotwords, prompt_hotwords
 from server.openai_api import served_model
 from server.protocol import Final, Partial
 from server.realtime_protocol import (
@@ -90,6 +92,7 @@ from server.transport import (
     receive,
     resources,
 )
+from server.written import tokens as written_tokens
 from server.ws_frames import bound_sends, explain_refusals
 
 router = APIRouter()
@@ -150,7 +153,7 @@ class _Connection:
         self.id = new_id("sess")
         self.model = served_model(res.config.bundle).id  # the name a session reports
         self.settings = Settings()
-        self.hotwords: tuple[str, ...] = ()  # the prompt's and keywords' phrases
+        self.hotwords = NO_HOTWORDS  # the prompt's and keywords' phrases
         self.session: Session | None = None  # started when audio first needs it
         self.origin_ms = 0.0  # where the Session's time 0 is in the connection's audio
         self.heard_ms = 0.0  # the connection's audio so far
@@ -229,18 +232,18 @@ class _Connection:
         )
         await self._send(ErrorEvent(error=body))
 
-    def _options(self, settings: Settings, hotwords: tuple[str, ...]) -> Options:
+    def _options(self, settings: Settings, hotwords: Hotwords) -> Options:
         vad = settings.turn_detection
         return Options(
             sample_rate=settings.rate,
-            hotwords=hotwords,
+            hotwords=hotwords.phrases,
+            casing=hotwords.casing,
+            written=True,  # OpenAI's transcripts are written text
             endpoint_ms=0 if vad is None else vad.silence_duration_ms or 0,
             adapt_speaker=self.res.config.adapt_speakers,
         )
 
-    async def _start(
-        self, settings: Settings, hotwords: tuple[str, ...], event_id: str | None
-    ) -> Session:
+    async def _start(self, settings: Settings, hotwords: Hotwords, event_id: str | None) -> Session:
         session = Session(self.res.engine, self._options(settings, hotwords))
         try:
             await session.start()
@@ -404,12 +407,12 @@ class _Connection:
 
 def _hotwords(
     transcription: Transcription, event_id: str | None
-) -> tuple[tuple[str, ...], list[EventError]]:
-    """The phrases the session favours: the prompt's (split and normalised as the REST
-    endpoint's prompt is) and the keywords (normalised as /v1/stream's hotwords are); and
-    an error for each keyword left out for having nothing to spell."""
+) -> tuple[Hotwords, list[EventError]]:
+    """The phrases the session favours: the keywords (normalised as /v1/stream's hotwords
+    are) and the prompt's (split and normalised as the REST endpoint's prompt is), with
+    their capitals; and an error for each keyword left out for having nothing to spell."""
     try:
-        phrases = list(prompt_hotwords(transcription.prompt or ""))
+        prompted = prompt_hotwords(transcription.prompt or "")
     except ValueError as e:
         raise EventError("bad_config", str(e), _PROMPT, event_id) from None
     keywords = normalise_hotwords(transcription.keywords or [])
@@ -417,12 +420,12 @@ def _hotwords(
         EventError("hotword_refused", keywords.refusal(k, "keywords"), _KEYWORDS, event_id)
         for k in keywords.refused
     ]
-    hotwords = tuple(dict.fromkeys([*keywords.phrases, *phrases]))
-    if len(hotwords) > MAX_HOTWORDS:
+    hotwords = merged(keywords, prompted)
+    if len(hotwords.phrases) > MAX_HOTWORDS:
         raise EventError(
             "bad_config",
-            f"the prompt and keywords hold {len(hotwords)} phrases; at most {MAX_HOTWORDS} "
-            "are favoured",
+            f"the prompt and keywords hold {len(hotwords.phrases)} phrases; at most "
+            f"{MAX_HOTWORDS} are favoured",
             _PROMPT,
             event_id,
         )
@@ -438,10 +441,10 @@ def _delta(sent: str, text: str) -> str:
 
 
 def _logprobs(final: Final) -> list[LogProb]:
-    """One entry a word, its token with the space before it (the tokens add up to the
-    transcript), its logprob the mean log posterior of its letters' frames (the log of
-    the decoder's word confidence)."""
-    tokens = [(" " if i else "") + w.word for i, w in enumerate(final.words)]
+    """One entry a word, its token as the transcript writes it with the space before it
+    (the tokens add up to the transcript), its logprob the mean log posterior of its
+    letters' frames (the log of the decoder's word confidence)."""
+    tokens = [(" " if i else "") + t for i, t in enumerate(written_tokens(final))]
     return [
         LogProb(
             token=t, logprob=round(math.log(max(w.conf, CONF_FLOOR)), 4), bytes=list(t.encode())

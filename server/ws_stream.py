@@ -2,6 +2,7 @@
 
 client                               server
 {"type": "config", ...}   ->         <- {"type": "warning", "code", "message"}*
+  ("punctuate": true: written text)
                                         (a hotword with nothing to spell: left out)
 <binary audio>*           ->         <- {"type": "partial", "text", "stable"}*
                                      <- {"type": "speaker_profile", "profile", "seconds"}*
@@ -129,6 +130,8 @@ def _options(config: StreamConfig, hotwords: Hotwords, adapt_speakers: bool) -> 
         n_best=config.n_best,
         word_timestamps=config.word_timestamps,
         hotwords=hotwords.phrases,
+        casing=hotwords.casing,
+        written=config.punctuate,
         endpoint_ms=config.endpoint_ms,
         adapt_speaker=adapt,
         # only to a client that asked: a client that did not may not know the message

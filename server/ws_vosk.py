@@ -15,7 +15,8 @@ A result is `{"result": [{"conf", "start", "end", "word"}], "text"}` (no `result
 `"words": false`), or with `max_alternatives` N > 0 the n-best, `{"alternatives": [{"text",
 "confidence", "result": [{"word", "start", "end"}]}]}`, at most N and as many as the decoder
 keeps. `phrase_list` is Vosk's grammar; here its phrases become hotwords (favoured, not the
-only ones allowed), normalised as transcripts are, and `[unk]` is dropped. Vosk has no error
+only ones allowed), normalised as transcripts are, and `[unk]` is dropped. Beyond Vosk's
+fields, `"punctuate": true` asks for written text (server/written.py). Vosk has no error
 message: errors close the socket with a code and a reason, and a phrase with nothing to
 spell is left out with a line in the server's log, as Vosk's clients know no warning.
 """
@@ -180,6 +181,8 @@ def _options(config: VoskConfig, endpoint_ms: int, adapt_speaker: bool) -> Optio
         n_best=max(1, config.max_alternatives),
         word_timestamps=config.words,
         hotwords=hotwords.phrases,
+        casing=hotwords.casing,
+        written=config.punctuate,
         endpoint_ms=endpoint_ms,
         alternative_words=config.words,
         adapt_speaker=adapt_speaker,

@@ -5,9 +5,12 @@
 # Every step resumes: prepare keeps its hypotheses and WAVs, train its checkpoint.
 #   bash experiments/real_people/campaign.sh data    # games (~45 min of Whisper on 2 cores),
 #                                                    # TTS corpus, her prompts, narrowband copy
-#   bash experiments/real_people/campaign.sh stage1  # BUDGET_S of training (default 3600 s)
+#   bash experiments/real_people/campaign.sh stage1  # BUDGET_S of training (default 3600 s);
+#       stage 2: RUN=runs/real2 INIT=runs/real1_bundle QUEEN_TIMES=1 LR=2e-4 P_LOWPASS=0.15 \
+#                P_PHONE=0.1 P_8BIT=0.05 BUDGET_S=2400 ... stage1
 #   bash experiments/real_people/campaign.sh bundle  # stage1's best weights + models/default's LM
 #   bash experiments/real_people/campaign.sh eval    # every dev/test set, harken and the peers
+#   bash experiments/real_people/campaign.sh decide  # CAND on real dev and TTS dev only (TAG)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 H=${H:-.venv/bin/harken}
@@ -51,13 +54,15 @@ case "${1:-}" in
     mkdir -p runs
     SKY=""; [ -f data/games/sky/all.jsonl ] && SKY="data/games/sky/all.jsonl*${SKY_TIMES:-1}"
     # shellcheck disable=SC2086
-    $H train --train data/games/queen/train.jsonl*"${QUEEN_TIMES:-2}" $SKY data/corpus/train.jsonl \
-      data/asterisk/train.jsonl*4 --dev data/games/queen/dev.jsonl --out "$RUN" \
-      --init-from models/default --model-config scripts/net_mel_3x512.json --device cpu \
+    $H train --train data/games/queen/train.jsonl*"${QUEEN_TIMES:-2}" $SKY \
+      data/corpus/train.jsonl*"${CORPUS_TIMES:-1}" data/asterisk/train.jsonl*4 \
+      --dev data/games/queen/dev.jsonl --out "$RUN" \
+      --init-from "${INIT:-models/default}" --model-config scripts/net_mel_3x512.json --device cpu \
       --precision auto --batch-size 16 --lr "${LR:-3e-4}" --warmup-steps 100 --epochs 1000 \
       --time-budget-s "${BUDGET_S:-3600}" --workers 1 --checkpoint-every 200 --dev-every 500 \
       --strategy alternated --sortagrad false --ema-decay 0.998 --threads 2 \
-      --augment-preset light --p-lowpass 0.25 --p-telephone 0.15 --p-8bit 0.1
+      --augment-preset light --p-lowpass "${P_LOWPASS:-0.25}" --p-telephone "${P_PHONE:-0.15}" \
+      --p-8bit "${P_8BIT:-0.1}"
     ;;
   bundle)
     rm -rf "$CAND" && cp -r "$RUN/best" "$CAND"
@@ -65,11 +70,13 @@ case "${1:-}" in
       [ -f "$CAND/$f" ] || cp "models/default/$f" "$CAND/"
     done
     ;;
-  eval)
+  eval|decide)
     # the decision sets first (real dev, TTS dev), then the test beside the peers, then the
-    # narrowband copy and her prompts; JSON reports (per utterance) stay in runs/, their
-    # Markdown summaries are copied beside this script
-    O=runs/real1_eval
+    # narrowband copy and her prompts (`decide`: the candidate on the decision sets only);
+    # JSON reports (per utterance) stay in runs/, their Markdown summaries are copied
+    # beside this script
+    TAG=${TAG:-real1}
+    O=runs/${TAG}_eval
     mkdir -p "$O" "$E/reports"
     read_set() {  # BUNDLE TAG SET [more flags]
       local b=$1 tag=$2 set=$3
@@ -80,16 +87,20 @@ case "${1:-}" in
         --out "$O/${name}_${tag}.json"
       cp "$O/${name}_${tag}.md" "$E/reports/"
     }
+    if [ "$1" = decide ]; then
+      for set in data/games/queen/dev data/corpus/dev; do read_set "$CAND" "$TAG" "$set"; done
+      exit 0
+    fi
     for set in data/games/queen/dev data/corpus/dev; do
-      read_set "$CAND" real1 "$set"
+      read_set "$CAND" "$TAG" "$set"
       read_set models/default pair "$set"
     done
-    read_set "$CAND" real1 data/games/queen/test --peers pocketsphinx whisper-tiny.en
+    read_set "$CAND" "$TAG" data/games/queen/test --peers pocketsphinx whisper-tiny.en
     read_set models/default pair data/games/queen/test
     for set in data/corpus_phone/dev data/asterisk/dev; do
-      read_set "$CAND" real1 "$set"
+      read_set "$CAND" "$TAG" "$set"
       read_set models/default pair "$set"
     done
     ;;
-  *) sed -n '2,11p' "$0"; exit 2 ;;
+  *) sed -n '2,14p' "$0"; exit 2 ;;
 esac

@@ -83,6 +83,7 @@ async function start() {
       encoding: "pcm_s16le",
       endpoint_ms: ENDPOINT_MS,
       adapt_speaker: true,
+      punctuate: true, // written text: punctuation and capitals, where the model has them
     };
     const kept = localStorage.getItem(PROFILE_KEY);
     if (kept) config.speaker_profile = kept;

@@ -17,7 +17,13 @@ from models.ds2 import DS2
 from models.ensemble import add_member
 from server.config import ServerConfig
 from tests.conftest import TINY
-from tests.server.serving import AUDIO_PCM, Running, reference_text, running
+from tests.server.serving import (
+    AUDIO_PCM,
+    Running,
+    random_punctuator,
+    reference_text,
+    running,
+)
 
 
 @pytest.fixture(scope="session")
@@ -75,6 +81,31 @@ def server(tiny_bundle: Path) -> Iterator[Running]:
         max_upload_mb=0.5,
         max_stream_s=3.0,
         max_file_s=3.0,
+        chunk_ms=80,
+    )
+    with running(config) as r:
+        yield r
+
+
+@pytest.fixture(scope="session")
+def punctuated_bundle(tiny_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny bundle with a random-weight punctuator (models/punctuation.py)."""
+    bundle = tmp_path_factory.mktemp("punctuated") / "tiny"
+    shutil.copytree(tiny_bundle, bundle)
+    random_punctuator(["p", "y", "smith", "iphone"]).save(bundle)
+    return bundle
+
+
+@pytest.fixture(scope="session")
+def punctuated_server(punctuated_bundle: Path) -> Iterator[Running]:
+    """A server of the punctuated bundle, limits as `server`'s but for 6 s streams."""
+    config = ServerConfig(
+        dtype="fp32",
+        bundle=str(punctuated_bundle),
+        max_streams=3,
+        max_upload_mb=0.5,
+        max_stream_s=6.0,
+        max_file_s=6.0,
         chunk_ms=80,
     )
     with running(config) as r:

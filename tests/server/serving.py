@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +27,7 @@ from websockets.sync.client import ClientConnection, connect
 from models.bundle import load_bundle
 from models.features import featurize
 from models.input_adaptation import InputTransforms, fit_transforms
+from models.punctuation import CASES, MARKS, SPECIALS, PunctuationConfig, Punctuator
 from models.warp import adapted_forward
 from server.app import create_app
 from server.config import ServerConfig
@@ -110,6 +111,31 @@ def reference_text(
     stream = build_decoder(bundle, model.config).start()
     stream.advance(log_probs[0, : int(n[0])].numpy())
     return stream.finalize()[0].text
+
+
+def random_punctuator(words: Sequence[str] = (), seed: int = 1, lookahead: int = 3) -> Punctuator:
+    """A punctuator of small shapes with random weights: its marks and capitals vary, but it
+    never writes a word in capitals (normalise_loose would read 'PP' as two letters)."""
+    vocab = [*SPECIALS, *words]
+    c = PunctuationConfig(len(vocab), 16, dim=8, hidden=8, ffn=8, lookahead=lookahead)
+    h, outputs = c.hidden, len(MARKS) + len(CASES)
+    shapes = {
+        "embed": (c.vocab, c.dim),
+        "suffix": (c.suffix_buckets, c.dim),
+        "gru.w_ih": (3 * h, c.dim),
+        "gru.w_hh": (3 * h, h),
+        "gru.b_ih": (3 * h,),
+        "gru.b_hh": (3 * h,),
+        "ffn.w": (c.ffn, h * (c.lookahead + 1)),
+        "ffn.b": (c.ffn,),
+        "out.w": (outputs, c.ffn),
+        "out.b": (outputs,),
+    }
+    rng = np.random.default_rng(seed)
+    weights = {k: rng.standard_normal(shape).astype(np.float32) for k, shape in shapes.items()}
+    weights["out.b"][MARKS.index("")] += 1.0  # fewer marks, more like sentences
+    weights["out.b"][len(MARKS) + CASES.index("upper")] -= 100.0
+    return Punctuator(c, vocab, weights)
 
 
 def speak(text: str, voice: str = "en-us") -> F32:

@@ -106,6 +106,7 @@ VALID_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "word_timestamps": st.booleans(),
     "hotwords": st.lists(st.text(min_size=1, max_size=64), max_size=5),
     "endpoint_ms": st.integers(0, 10_000),
+    "punctuate": st.booleans(),
 }
 NEAR_MISSES: dict[str, st.SearchStrategy[Any]] = {  # just outside what is allowed
     "sample_rate": st.sampled_from([MIN_RATE - 1, MAX_RATE + 1, 0, -16000, 16000.5, "16 kHz"]),
@@ -118,6 +119,7 @@ NEAR_MISSES: dict[str, st.SearchStrategy[Any]] = {  # just outside what is allow
         st.lists(st.just("harken"), min_size=101, max_size=102),
     ),
     "endpoint_ms": st.sampled_from([-1, 10_001, 0.5, "500"]),
+    "punctuate": st.sampled_from(["sometimes", 2, [], {}]),
 }
 
 
@@ -222,6 +224,7 @@ def test_a_stream_config_is_valid_or_refused_with_the_right_code(text: str) -> N
     assert type(config.sample_rate) is int and MIN_RATE <= config.sample_rate <= MAX_RATE
     assert config.encoding in ENCODINGS
     assert type(config.partials) is bool and type(config.word_timestamps) is bool
+    assert type(config.punctuate) is bool
     assert type(config.n_best) is int and 1 <= config.n_best <= 10
     assert type(config.endpoint_ms) is int and 0 <= config.endpoint_ms <= 10_000
     assert len(config.hotwords) <= 100
@@ -266,6 +269,7 @@ VOSK_CONFIGS = st.fixed_dictionaries(
         "max_alternatives": st.one_of(st.integers(-2, 10), JSON_VALUES),
         "phrase_list": st.one_of(st.lists(st.text(max_size=70), max_size=3), JSON_VALUES),
         "model": JSON_VALUES,  # ignored, as Vosk does
+        "punctuate": JSON_VALUES,
     },
 )
 VOSK_MESSAGES = st.one_of(
@@ -291,6 +295,7 @@ def test_a_vosk_message_is_a_command_a_valid_config_or_refused(text: str) -> Non
     assert isinstance(parsed, VoskConfig)
     assert math.isfinite(parsed.sample_rate) and MIN_RATE <= parsed.sample_rate <= MAX_RATE
     assert type(parsed.words) is bool and type(parsed.max_alternatives) is int
+    assert type(parsed.punctuate) is bool
     assert parsed.max_alternatives >= 0 and len(parsed.phrase_list) <= 100
 
 

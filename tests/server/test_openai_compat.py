@@ -1,5 +1,6 @@
 """What OpenAI's clients expect beyond one transcription: the model list, streamed
-transcripts, refused translations, and errors in OpenAI's shape on every /v1 path."""
+transcripts, written text (punctuation and capitals, unless punctuate=false), refused
+translations, and errors in OpenAI's shape on every /v1 path."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import soundfile
 from models.bundle import load_bundle
 from models.features import featurize
 from models.input_adaptation import ProfileSchedule, fit_transforms
+from models.punctuation import Punctuator, join, write_all
 from server.config import ServerConfig
 from server.profiles import encode_profile, network_digest
 from tests.server.serving import AUDIO_PCM, Running, make_audio, pcm16, reference_text, running
@@ -90,6 +92,55 @@ def test_a_long_file_streams_its_stable_words_before_the_end(tiny_bundle: Path, 
     *deltas, done = events
     assert len(deltas) >= 2, "only the final's text came: the file was not streamed"
     assert "".join(e.delta for e in deltas) == done.text  # type: ignore[union-attr]
+
+
+def test_rest_writes_transcripts_unless_punctuate_is_false(
+    punctuated_server: Running, punctuated_bundle: Path, expected: str, wav: bytes
+) -> None:
+    punctuator = Punctuator.load(punctuated_bundle)
+    assert punctuator is not None
+    written = join(write_all(punctuator, expected.split()))
+    assert written != expected
+    api = client(punctuated_server)
+    create = api.audio.transcriptions.create
+    assert create(model="whisper-1", file=("a.wav", wav)).text == written
+    assert (
+        create(model="m", file=("a.wav", wav), extra_body={"punctuate": "false"}).text == expected
+    )
+    text = create(model="m", file=("a.wav", wav), response_format="text")
+    assert str(text).strip() == written
+    verbose = create(
+        model="m",
+        file=("a.wav", wav),
+        response_format="verbose_json",
+        timestamp_granularities=["word", "segment"],
+    )
+    assert verbose.text == written and verbose.words is not None and verbose.segments
+    assert [w.word for w in verbose.words] == [t.rstrip(",.?") for t in written.split()]
+    assert " ".join(s.text for s in verbose.segments) == written
+    srt = str(create(model="m", file=("a.wav", wav), response_format="srt"))
+    assert written.split()[0] in srt and any(m in srt for m in ",.?")
+    *deltas, done = create(model="m", file=("a.wav", wav), stream=True)
+    assert done.type == "transcript.text.done" and done.text == written
+    assert "".join(d.delta for d in deltas) == written  # type: ignore[union-attr]
+    bad = httpx.post(
+        f"{punctuated_server.url}/v1/audio/transcriptions",
+        files={"file": ("a.wav", wav)},
+        data={"model": "x", "punctuate": "maybe"},
+    )
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "punctuate"
+
+
+def test_a_prompts_capitals_are_kept_in_the_written_text(
+    punctuated_server: Running, wav: bytes
+) -> None:
+    api = client(punctuated_server)
+    prompt = "Dr. Smith, iPhone"
+    text = api.audio.transcriptions.create(model="m", file=("a.wav", wav), prompt=prompt).text
+    said = [t.rstrip(",.?") for t in text.split()]
+    # the tiny model spells boosted phrases at once
+    assert {"Smith", "iPhone"} & set(said), text
+    assert not {w for w in said if w.lower() in ("smith", "iphone")} - {"Smith", "iPhone"}
 
 
 def test_stream_with_a_subtitle_format_is_refused(server: Running, wav: bytes) -> None:

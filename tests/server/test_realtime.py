@@ -29,6 +29,7 @@ from openai.types import realtime as sdk
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
+from models.punctuation import Punctuator, join, write_all
 from server.audio import Resampler
 from server.config import DEFAULT_BUNDLE, ServerConfig
 from server.g711 import decode_g711
@@ -265,6 +266,32 @@ def test_deltas_come_while_the_user_speaks_and_add_up_to_the_completed_transcrip
         assert math.isfinite(p["logprob"]) and -8 < p["logprob"] <= 0
 
 
+def test_transcripts_are_written_text_and_the_deltas_add_up_to_them(
+    punctuated_server: Running, punctuated_bundle: Path
+) -> None:
+    """With a punctuator in the bundle, transcripts are written (punctuation, capitals) as
+    OpenAI's are; the deltas, cut from the written stable text, stay append-only and add up
+    to the completed transcript, and a keyword keeps its capitals."""
+    punctuator = Punctuator.load(punctuated_bundle)
+    assert punctuator is not None
+    pcm = resample_pcm(make_audio(2.5, seed=5), 24000)
+    plain = heard(punctuated_bundle, pcm, 24000)
+    with open_realtime(punctuated_server) as ws:
+        send(ws, "session.update", session={"type": "transcription", "include": [LOGPROBS]})
+        receive(ws)
+        manual(ws)
+        events, text = transcribe(ws, pcm)
+        manual(ws, transcription={"keywords": ["Smith", "iPhone"]})
+        _, favoured = transcribe(ws, UTTERANCE)
+    assert text == join(write_all(punctuator, plain.split())) != plain
+    kinds = [e["type"] for e in events]
+    assert kinds.index(DELTA) < kinds.index("input_audio_buffer.committed")  # before the commit
+    assert "".join(p["token"] for p in events[-1]["logprobs"]) == text
+    said = [t.rstrip(",.?") for t in favoured.split()]
+    assert {"Smith", "iPhone"} & set(said), favoured  # the tiny model says one at once
+    assert not {w for w in said if w.lower() in ("smith", "iphone")} - {"Smith", "iPhone"}
+
+
 def test_items_follow_one_another_and_clear_drops_the_buffer(
     server: Running, tiny_bundle: Path
 ) -> None:
@@ -496,7 +523,8 @@ def test_server_vad_ends_each_turn_where_v1_stream_ends_a_segment() -> None:
     )
     with running(config) as r:
         with connect(f"{r.ws}/v1/stream") as ws:
-            ws.send(json.dumps({"type": "config", "sample_rate": 24000, "endpoint_ms": 500}))
+            written = {"sample_rate": 24000, "endpoint_ms": 500, "punctuate": True}  # as Realtime
+            ws.send(json.dumps({"type": "config", **written}))
             for i in range(0, len(pcm), 4800):
                 ws.send(pcm[i : i + 4800])
             ws.send(json.dumps({"type": "eos"}))

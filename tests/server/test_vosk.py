@@ -4,10 +4,12 @@ websocket/test_alternatives.py, test_words.py, and `{"reset" : 1}`)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from websockets.sync.client import ClientConnection, connect
 
+from models.punctuation import Punctuator, join, write_all
 from tests.server.serving import AUDIO_PCM, Running, receive_all
 
 FRAME = 6400  # bytes: 0.2 s of 16 kHz PCM16, as Vosk's sample clients send
@@ -93,3 +95,32 @@ def test_reset_and_eof_before_any_audio_answer_empty_results(server: Running) ->
         ws.send(EOF)
         assert json.loads(ws.recv()) == {"text": ""}
         assert receive_all(ws) == [] and ws.close_code == 1000
+
+
+def test_results_are_plain_words_unless_punctuate_asks_each_utterance_written(
+    punctuated_server: Running, punctuated_bundle: Path, expected: str
+) -> None:
+    """Vosk's clients expect plain words, so a server with a punctuator sends them unless
+    the config asks for written text; then each utterance (ended by reset here) is written
+    as its own sentence, its words in their written case."""
+    punctuator = Punctuator.load(punctuated_bundle)
+    assert punctuator is not None
+    assert session(punctuated_server, '{ "config" : { "sample_rate" : 16000 } }') == session(
+        punctuated_server, json.dumps({"config": {"sample_rate": 16000, "punctuate": False}})
+    )
+    assert session(punctuated_server, ALTERNATIVES)["alternatives"][0]["text"] == expected
+    results = []
+    with connect(f"{punctuated_server.ws}/vosk") as ws:
+        ws.send(json.dumps({"config": {"sample_rate": 16000, "punctuate": True}}))
+        for control in (RESET, EOF):
+            partials = [r["partial"] for r in send_audio(ws, AUDIO_PCM)]
+            assert any(p and p != p.lower() for p in partials), partials  # written as it comes
+            ws.send(control)
+            results.append(json.loads(ws.recv()))
+    for result in results:
+        words = [w["word"].lower() for w in result["result"]]
+        assert result["text"] == join(write_all(punctuator, words)) != " ".join(words)
+        assert [w["word"] for w in result["result"]] == [
+            t.rstrip(",.?") for t in result["text"].split()
+        ]
+    assert " ".join(w["word"] for w in results[0]["result"]).lower() == expected

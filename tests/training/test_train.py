@@ -25,7 +25,13 @@ from torch.multiprocessing.spawn import spawn
 import harken_cli
 from decoder.lm import InterpolatedLM
 from evaluation.tune_warp import write_warp
-from models.bundle import BundleError, decoder_files, load_bundle, save_bundle
+from models.bundle import (
+    PUNCTUATION_FILES,
+    BundleError,
+    decoder_files,
+    load_bundle,
+    save_bundle,
+)
 from models.config import ModelConfig
 from models.ds2 import DS2
 from models.ensemble import add_member
@@ -616,6 +622,9 @@ def test_a_fine_tune_exports_the_lm_and_search_settings_of_its_bundle(
     assert {"lm.binary", "general.binary", "general.LICENSE"} <= set(names)
     for name in names:
         shutil.copy(default / name, bundle / name)
+    punctuator = [n for n in PUNCTUATION_FILES if (default / n).is_file()]
+    for name in punctuator:  # the punctuator travels with the LM
+        shutil.copy(default / name, bundle / name)
     add_member(bundle, save_bundle(DS2(MODEL).eval(), tmp_path / "member"), 0.4, "member")
     pair = json.loads((default / "decoder.json").read_text())
     pair["config"].update(alpha=0.5, blank_penalty=2.0)  # as tune-lm would tune the pair
@@ -627,13 +636,14 @@ def test_a_fine_tune_exports_the_lm_and_search_settings_of_its_bundle(
     out = export(tuned, tmp_path / "tuned_bundle", "train.jsonl")
 
     assert decoder_files(out) == names
-    for name in names[1:]:
+    for name in [*names[1:], *punctuator]:
         assert (out / name).read_bytes() == (default / name).read_bytes(), name
     assert json.loads((out / "decoder.json").read_text()) == json.loads(
         (default / "decoder.json").read_text()
     )  # the own network's alpha and blank penalty, not the pair's
     said = capsys.readouterr().out
-    assert f"general.LICENSE carried over from {bundle}" in said and "blank_penalty 1.25" in said
+    assert f"general.LICENSE, {', '.join(punctuator)}" in said or not punctuator
+    assert f"carried over from {bundle}" in said and "blank_penalty 1.25" in said
     assert "carried over" in str(load_bundle(out).provenance["language_model"])
     assert (
         "- language model: lm.binary, unigrams.txt, general.binary" in (out / "CARD.md").read_text()
