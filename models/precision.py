@@ -19,10 +19,12 @@ On an AVX2-only AMD Zen 3 (family 25 model 1, no bf16 units) int8 served the pai
 streams with half of fp32's median latency and at 20 streams where fp32 fell behind real time
 (`loadtest/results/int8_avx2/`): the step reads its weights in a quarter of the bytes through
 fbgemm's AVX2 kernels, a reason that holds on any AVX2 CPU without bf16 units, so those get
-int8 too. Not yet measured on Zen 4, which keeps bf16. So: fp16 on CUDA; int8 where the CPU
-flags show AMX, on AMD from Zen 5 on, and on AVX2 CPUs without native bf16 units; bf16 on
-another CPU that is not Intel's with AVX512-BF16; fp32 elsewhere (an Intel CPU with
-AVX512-BF16 but no AMX, a CPU without AVX2, or flags that cannot be read).
+int8 too. On AMD Zen 4 (family 25 model 17, AVX512-BF16) two side-by-side runs of one network
+found int8 faster than bf16 too: at 60 streams p98 252 against 761 ms, then 285 against 373
+(`experiments/real_people/README.md`). So: fp16 on CUDA; int8 where the CPU flags show AMX,
+on AMD CPUs with bf16 units (Zen 4 on), and on AVX2 CPUs without native bf16 units; bf16 on
+another CPU that is neither Intel's nor AMD's with native bf16 units; fp32 elsewhere (an
+Intel CPU with AVX512-BF16 but no AMX, a CPU without AVX2, or flags that cannot be read).
 
 The same CPU facts decide `harken train --precision auto` (bf16 only on native bf16 units) and
 label every benchmark's figures (`cpu_description`), so they live here, below the server and
@@ -86,7 +88,7 @@ def cpu_description(cpuinfo: Path = CPUINFO) -> str:
     return f"{name} ({'; '.join(details)})"
 
 
-ZEN5_FAMILY = 26  # the first AMD family where int8 was measured faster than bf16
+ZEN4_FAMILY = 25  # AMD's Zen 3 and Zen 4; Zen 4 is the first with bf16 units
 
 
 def resolve_dtype(
@@ -110,10 +112,11 @@ def resolve_dtype(
             "(measured faster than bf16 and fp32 there: loadtest/results/int8)"
         )
     family = cpu_family() if family is None else family
-    if units and vendor == "AuthenticAMD" and family >= ZEN5_FAMILY:
+    if units and vendor == "AuthenticAMD" and family >= ZEN4_FAMILY:
         return "int8", (
-            "auto: int8 recurrent layers, on this AMD CPU of family 26 or later (Zen 5 measured "
-            "faster than bf16 there: experiments/ensemble.md)"
+            "auto: int8 recurrent layers, on this AMD CPU with bf16 units (Zen 4 and Zen 5 "
+            "measured faster than bf16 there: experiments/real_people/README.md, "
+            "experiments/ensemble.md)"
         )
     if units == ["avx512_bf16"] and vendor == "GenuineIntel":
         return "fp32", (

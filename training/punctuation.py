@@ -353,7 +353,9 @@ def main(args: argparse.Namespace) -> int:
         p = train(
             docs,
             mixed_forms(stats),
-            PunctuationConfig(vocab=0),
+            PunctuationConfig(
+                vocab=0, dim=args.dim, hidden=args.hidden, ffn=args.ffn, lookahead=args.lookahead
+            ),
             settings,
             log=args.out / "log.jsonl",
         )

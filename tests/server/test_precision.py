@@ -32,7 +32,7 @@ INTEL, AMD = "GenuineIntel", "AuthenticAMD"
     ("device", "flags", "vendor", "family", "dtype"),
     [
         ("cuda", AVX2, INTEL, 6, "fp16"),
-        ("cpu", AVX2 | {"avx512_bf16"}, AMD, 25, "bf16"),  # AMD Zen 4
+        ("cpu", AVX2 | {"avx512_bf16"}, AMD, 25, "int8"),  # AMD Zen 4
         ("cpu", AVX2 | {"avx512_bf16", "avx512_vnni"}, AMD, 26, "int8"),  # AMD Zen 5
         (
             "cpu",
@@ -44,6 +44,7 @@ INTEL, AMD = "GenuineIntel", "AuthenticAMD"
         ("cpu", AVX2 | {"avx512_bf16", "avx512_fp16"}, INTEL, 6, "fp32"),  # its AMX hidden
         ("cpu", AVX2, AMD, 25, "int8"),  # AMD Zen 3: AVX2 only
         ("cpu", AVX2 | {"avx512f", "avx512_vnni"}, INTEL, 6, "int8"),  # Cascade Lake: no bf16
+        ("cpu", AVX2 | {"avx512_bf16"}, "ARMish", 0, "bf16"),  # native bf16, neither vendor
         ("cpu", frozenset({"sse4_2", "avx"}), INTEL, 6, "fp32"),  # no AVX2: no fbgemm kernels
         ("cpu", frozenset(), "", 0, "fp32"),  # flags unreadable (not Linux)
     ],

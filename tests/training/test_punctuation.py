@@ -106,3 +106,27 @@ def test_training_learns_marks_and_capitals_and_the_model_survives_a_round_trip(
     assert scores.table()["?"]["f1"] > 0.95
     assert scores.case_right / scores.words > 0.95
     assert build_vocab(docs, 100)[:3] == ["<pad>", "<unk>", "<end>"]
+
+
+def test_the_command_trains_the_sizes_asked_and_writes_its_report(tmp_path: Path) -> None:
+    import argparse
+
+    from training import punctuation as cli
+
+    text = tmp_path / "text"
+    text.mkdir()
+    doc = {"name": "d", "sentences": ["Where is Anna?", "Bob is here.", "Well, Carl left."] * 20}
+    for name in ("train.jsonl", "held_brown.jsonl", "held_fortunes.jsonl"):
+        (text / name).write_text(json.dumps(doc) + "\n")
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    argv = ["--text", text, "--out", tmp_path / "model", "--epochs", "1", "--dim", "8"]
+    argv += ["--hidden", "12", "--ffn", "10", "--lookahead", "2", "--time-budget-s", "30"]
+    assert cli.main(parser.parse_args([str(a) for a in argv])) == 0
+    loaded = Punctuator.load(tmp_path / "model")
+    assert loaded is not None
+    c = loaded.config
+    assert (c.dim, c.hidden, c.ffn, c.lookahead) == (8, 12, 10, 2)
+    report = json.loads((tmp_path / "model" / "report.json").read_text())
+    assert set(report["sets"]) == {"Brown, held-out fifth", "fortunes, one in twenty"}
+    assert report["sets"]["Brown, held-out fifth"]["words"] == 20 * 9
