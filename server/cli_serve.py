@@ -18,6 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from models.bundle import BundleError, read_bundle_config
     from server.app import create_app
+    from server.engine import one_blas_thread
     from server.serve import make_server
     from server.written import load_punctuator
 
@@ -29,6 +30,7 @@ def main(args: argparse.Namespace) -> int:
     except (ValueError, BundleError) as e:
         print(f"harken serve: {e}", file=sys.stderr)
         return 2
+    one_blas_thread()  # for the life of the server process
     server = make_server(create_app(config), config.host, config.port, config.log_level)
     # uvicorn re-raises Ctrl-C / SIGINT once its (our draining) shutdown is done: that is a
     # clean stop, not a crash to print a traceback for

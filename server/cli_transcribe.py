@@ -84,7 +84,10 @@ def main(args: argparse.Namespace) -> int:
         written = not args.no_punctuate
         results = [_remote(args.server, Path(f), args.words, written) for f in args.files]
     else:
-        results = asyncio.run(_local(args))
+        from server.engine import one_blas_thread
+
+        with one_blas_thread():  # restored after: transcribe may run inside another program
+            results = asyncio.run(_local(args))
     for result in results:
         print(json.dumps(result), flush=True)
     return 1 if any("error" in r for r in results) else 0

@@ -106,6 +106,15 @@ def backlog_steps(chunk: int, most: int) -> set[int]:
     return {backlog_step(n, chunk, most) for n in range(chunk, 2 * most + chunk, chunk)}
 
 
+def one_blas_thread() -> threadpool_limits:
+    """numpy's BLAS held to one thread (the process's programs, `harken serve` and
+    `harken transcribe`, call it; a library would not change a process-wide setting): the
+    punctuator's and the features' small products run on the event loop, and a second BLAS
+    thread only spins against the model and the decoders on a busy server (a punctuator word
+    cost 42 us on one thread, 555 us on two beside a busy core)."""
+    return threadpool_limits(1, user_api="blas")
+
+
 @asynccontextmanager
 async def running_engine(
     config: ServerConfig, observer: DispatchObserver | None = None
@@ -113,10 +122,6 @@ async def running_engine(
     """Load the bundle (off the event loop), start the dispatcher; stop and free on exit."""
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)  # process-wide, as torch allows
-    # numpy's BLAS (the punctuator's and features' small products, on the event loop) on one
-    # thread: a second one only spins against the model and the decoders on a busy server
-    # (a word cost 42 us on one thread, 555 us on two beside a busy core)
-    threadpool_limits(1, user_api="blas")
     punctuator = await asyncio.to_thread(punctuator_for, config)  # a broken one fails first
     dtype, why = resolve_dtype(config.dtype, config.device)
     log.info("model precision %s (%s)", dtype, why)
