@@ -52,7 +52,7 @@ case "${1:-}" in
     ;;
   stage1)
     mkdir -p runs
-    SKY=""; [ -f data/games/sky/all.jsonl ] && SKY="data/games/sky/all.jsonl*${SKY_TIMES:-1}"
+    SKY=""; [ -f data/games/sky/train.jsonl ] && SKY="data/games/sky/train.jsonl*${SKY_TIMES:-1}"
     # shellcheck disable=SC2086
     $H train --train data/games/queen/train.jsonl*"${QUEEN_TIMES:-2}" $SKY \
       data/corpus/train.jsonl*"${CORPUS_TIMES:-1}" data/asterisk/train.jsonl*4 \
