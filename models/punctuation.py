@@ -126,19 +126,7 @@ class Punctuator:
         (directory / META).write_text(json.dumps(meta, indent=1) + "\n")
 
     def _check_shapes(self) -> None:
-        c, h = self.config, self.config.hidden
-        want = {
-            "embed": (c.vocab, c.dim),
-            "suffix": (c.suffix_buckets, c.dim),
-            "gru.w_ih": (3 * h, c.dim),
-            "gru.w_hh": (3 * h, h),
-            "gru.b_ih": (3 * h,),
-            "gru.b_hh": (3 * h,),
-            "ffn.w": (c.ffn, h * (c.lookahead + 1)),
-            "ffn.b": (c.ffn,),
-            "out.w": (len(MARKS) + len(CASES), c.ffn),
-            "out.b": (len(MARKS) + len(CASES),),
-        }
+        want = weight_shapes(self.config)
         for name, shape in want.items():
             got = self.weights.get(name)
             if got is None or got.shape != shape:
@@ -213,6 +201,23 @@ class Punctuator:
             mixed = self.mixed.get(word)
             return mixed if mixed else word[:1].upper() + word[1:]
         return word
+
+
+def weight_shapes(c: PunctuationConfig) -> dict[str, tuple[int, ...]]:
+    """Every weight the network reads, by name, with its shape (torch.nn.GRU's layout)."""
+    h, outputs = c.hidden, len(MARKS) + len(CASES)
+    return {
+        "embed": (c.vocab, c.dim),
+        "suffix": (c.suffix_buckets, c.dim),
+        "gru.w_ih": (3 * h, c.dim),
+        "gru.w_hh": (3 * h, h),
+        "gru.b_ih": (3 * h,),
+        "gru.b_hh": (3 * h,),
+        "ffn.w": (c.ffn, h * (c.lookahead + 1)),
+        "ffn.b": (c.ffn,),
+        "out.w": (outputs, c.ffn),
+        "out.b": (outputs,),
+    }
 
 
 def _gru_step(x: F32, h: F32, w: dict[str, F32]) -> F32:

@@ -70,20 +70,24 @@ def lookahead_ensemble_bundle(
     return bundle
 
 
+def _small_limits(bundle: Path, seconds: float) -> ServerConfig:
+    """Three streams of at most `seconds`, small uploads and chunks, fp32."""
+    return ServerConfig(
+        dtype="fp32",
+        bundle=str(bundle),
+        max_streams=3,
+        max_upload_mb=0.5,
+        max_stream_s=seconds,
+        max_file_s=seconds,
+        chunk_ms=80,
+    )
+
+
 @pytest.fixture(scope="session")
 def server(tiny_bundle: Path) -> Iterator[Running]:
     """A server with small limits, shared by the end-to-end tests (none holds it busy); fp32,
     so every endpoint can be compared with the fp32 offline reference on any CPU."""
-    config = ServerConfig(
-        dtype="fp32",
-        bundle=str(tiny_bundle),
-        max_streams=3,
-        max_upload_mb=0.5,
-        max_stream_s=3.0,
-        max_file_s=3.0,
-        chunk_ms=80,
-    )
-    with running(config) as r:
+    with running(_small_limits(tiny_bundle, 3.0)) as r:
         yield r
 
 
@@ -99,16 +103,7 @@ def punctuated_bundle(tiny_bundle: Path, tmp_path_factory: pytest.TempPathFactor
 @pytest.fixture(scope="session")
 def punctuated_server(punctuated_bundle: Path) -> Iterator[Running]:
     """A server of the punctuated bundle, limits as `server`'s but for 6 s streams."""
-    config = ServerConfig(
-        dtype="fp32",
-        bundle=str(punctuated_bundle),
-        max_streams=3,
-        max_upload_mb=0.5,
-        max_stream_s=6.0,
-        max_file_s=6.0,
-        chunk_ms=80,
-    )
-    with running(config) as r:
+    with running(_small_limits(punctuated_bundle, 6.0)) as r:
         yield r
 
 

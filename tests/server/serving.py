@@ -27,7 +27,14 @@ from websockets.sync.client import ClientConnection, connect
 from models.bundle import load_bundle
 from models.features import featurize
 from models.input_adaptation import InputTransforms, fit_transforms
-from models.punctuation import CASES, MARKS, SPECIALS, PunctuationConfig, Punctuator
+from models.punctuation import (
+    CASES,
+    MARKS,
+    SPECIALS,
+    PunctuationConfig,
+    Punctuator,
+    weight_shapes,
+)
 from models.warp import adapted_forward
 from server.app import create_app
 from server.config import ServerConfig
@@ -118,21 +125,10 @@ def random_punctuator(words: Sequence[str] = (), seed: int = 1, lookahead: int =
     never writes a word in capitals (normalise_loose would read 'PP' as two letters)."""
     vocab = [*SPECIALS, *words]
     c = PunctuationConfig(len(vocab), 16, dim=8, hidden=8, ffn=8, lookahead=lookahead)
-    h, outputs = c.hidden, len(MARKS) + len(CASES)
-    shapes = {
-        "embed": (c.vocab, c.dim),
-        "suffix": (c.suffix_buckets, c.dim),
-        "gru.w_ih": (3 * h, c.dim),
-        "gru.w_hh": (3 * h, h),
-        "gru.b_ih": (3 * h,),
-        "gru.b_hh": (3 * h,),
-        "ffn.w": (c.ffn, h * (c.lookahead + 1)),
-        "ffn.b": (c.ffn,),
-        "out.w": (outputs, c.ffn),
-        "out.b": (outputs,),
-    }
     rng = np.random.default_rng(seed)
-    weights = {k: rng.standard_normal(shape).astype(np.float32) for k, shape in shapes.items()}
+    weights = {
+        k: rng.standard_normal(shape).astype(np.float32) for k, shape in weight_shapes(c).items()
+    }
     weights["out.b"][MARKS.index("")] += 1.0  # fewer marks, more like sentences
     weights["out.b"][len(MARKS) + CASES.index("upper")] -= 100.0
     return Punctuator(c, vocab, weights)
