@@ -199,11 +199,19 @@ class BeamStream:
         self._frozen = _Frozen(0, (), "")
         self._compact_at = COMPACT_MIN_NODES
 
-    def advance(self, log_probs: npt.ArrayLike) -> None:
-        """Consume the next frames' log posteriors [T, V] (natural log, blank at 0)."""
+    def advance(self, log_probs: npt.ArrayLike, threshold: float | None = None) -> None:
+        """Consume the next frames' log posteriors [T, V] (natural log, blank at 0).
+        `threshold` narrows the search for these frames only: beams stay within the smaller
+        of it and the config's score_threshold of the best (a loaded server sheds search
+        work this way; None keeps the config's)."""
         lp = np.ascontiguousarray(log_probs, dtype=np.float64)
         self._check(lp)
+        if threshold is not None and not threshold > 0:
+            raise ValueError(f"threshold must be > 0 (or None), got {threshold}")
         cfg = self.config
+        limits = self.limits
+        if threshold is not None and threshold < limits.score_threshold:
+            limits = Limits(limits.beam_width, threshold)
         if cfg.blank_penalty:
             lp = penalise_blank(lp, cfg.blank_penalty)
         mask = candidate_mask(lp, cfg.cutoff_prob, cfg.cutoff_top_n)
@@ -216,7 +224,7 @@ class BeamStream:
             if t > done or self.blanks:
                 self._apply_blanks(lp[done:t])
             self.beams = step(
-                self.tree, self.scorer, self.beams, lp[t], symbols[lo:hi], self.frames, self.limits
+                self.tree, self.scorer, self.beams, lp[t], symbols[lo:hi], self.frames, limits
             )
             self._commit()
             self._compact()

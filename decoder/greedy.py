@@ -37,8 +37,9 @@ class GreedyStream:
     _score: float = 0.0
     _symbols: list[_Symbol] = field(default_factory=list)
 
-    def advance(self, log_probs: F32) -> None:
-        """Consume log-probs [T, V] of the next T frames (V = len(alphabet) + 1)."""
+    def advance(self, log_probs: F32, threshold: float | None = None) -> None:
+        """Consume log-probs [T, V] of the next T frames (V = len(alphabet) + 1); there is
+        no search to narrow, so `threshold` changes nothing."""
         lp = np.asarray(log_probs)
         if lp.ndim != 2 or lp.shape[1] != len(self.alphabet) + 1:
             raise ValueError(f"log_probs must be [T, {len(self.alphabet) + 1}], got {lp.shape}")

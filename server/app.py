@@ -47,7 +47,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     metrics = Metrics(config.max_batch)
     async with running_engine(config, metrics) as engine:
         slots = StreamSlots(config.max_streams)
-        metrics.track_active(lambda: slots.in_use, engine.model_states, engine.step_shapes)
+        metrics.track_active(
+            lambda: slots.in_use, engine.model_states, engine.step_shapes, lambda: engine.narrowed
+        )
         app.state.resources = Resources(config, engine, slots, metrics)
         log.info(
             "harken ready: %s on %s/%s, %s dispatch, %s decoder%s",

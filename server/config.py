@@ -60,6 +60,12 @@ class ServerConfig:
     # max_chunk_ms; 0 (or anything <= chunk_ms) keeps chunk_ms at any load.
     load_chunk_ms: int = 320
     load_wait_ms: float = 5.0
+    # while the model lags (the same signal), the beam search keeps beams within this much of
+    # the best instead of decoder.json's score_threshold: the decoders share the cores with
+    # the model, and a narrower search sheds their work before every stream's latency grows
+    # (experiments/real_people: 60 streams on 2 cores). Only a threshold below the bundle's
+    # narrows anything; 0 keeps the bundle's at any load.
+    load_beam_threshold: float = 10.0
     vosk_endpoint_ms: int = 800  # /vosk: trailing silence that ends a result (0: only at eof)
     decoder_workers: int = 2  # decoder workers; one stream always on the same one
     decoder_processes: bool = True  # each worker decodes in its own process (no GIL contention)
@@ -141,6 +147,10 @@ class ServerConfig:
         _check(self.decoder in DECODERS, f"decoder must be one of {DECODERS}, got {self.decoder!r}")
         _check(self.beam_size >= 0, f"beam_size must be >= 0, got {self.beam_size}")
         _check(self.beam_threshold >= 0, f"beam_threshold must be >= 0, got {self.beam_threshold}")
+        _check(
+            math.isfinite(self.load_beam_threshold) and self.load_beam_threshold >= 0,
+            f"load_beam_threshold must be a number >= 0 (0: off), got {self.load_beam_threshold}",
+        )
         _check(
             math.isfinite(self.blank_penalty),
             f"blank_penalty must be a number, got {self.blank_penalty}",
@@ -245,7 +255,9 @@ HELP = {
     "load_chunk_ms": "audio per live step while the model lags (--load-wait-ms); 0 keeps "
     "--chunk-ms at any load",
     "load_wait_ms": "mean wait of chunks for their step past which live streams step in "
-    "--load-chunk-ms",
+    "--load-chunk-ms and search with --load-beam-threshold",
+    "load_beam_threshold": "how far below the best a beam may score and stay while the model "
+    "lags (--load-wait-ms), where that is below the bundle's; 0 keeps the bundle's at any load",
     "vosk_endpoint_ms": "/vosk: trailing silence that ends a result; 0: results only at eof",
     "decoder_workers": "beam search workers; a stream always decodes on the same one",
     "decoder_processes": "each decoder worker in its own process (false: threads here)",

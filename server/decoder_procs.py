@@ -185,17 +185,19 @@ class _RemoteStream:
         child.call("start", self._sid, tuple(hotwords))
         self._closer = weakref.finalize(self, child.close_stream, self._sid)
 
-    def advance(self, log_probs: F32) -> None:
-        self._child.call("advance", self._sid, log_probs)
+    def advance(self, log_probs: F32, threshold: float | None = None) -> None:
+        self._child.call("advance", self._sid, log_probs, threshold)
 
     def partial(self) -> HypothesisLike:
         result: HypothesisLike = self._child.call("partial", self._sid)
         return result
 
-    def advance_and_partial(self, log_probs: F32) -> HypothesisLike:
+    def advance_and_partial(self, log_probs: F32, threshold: float | None = None) -> HypothesisLike:
         """Both in one round trip to the child (a live stream asks for a partial after
         every step)."""
-        result: HypothesisLike = self._child.call("advance_and_partial", self._sid, log_probs)
+        result: HypothesisLike = self._child.call(
+            "advance_and_partial", self._sid, log_probs, threshold
+        )
         return result
 
     def finalize(self) -> Sequence[HypothesisLike]:

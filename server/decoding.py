@@ -64,8 +64,10 @@ class HypothesisLike(Protocol):
 
 
 class DecoderStream(Protocol):
-    def advance(self, log_probs: F32) -> None:
-        """Consume log-probs [T, V] of the next T output frames."""
+    def advance(self, log_probs: F32, threshold: float | None = None) -> None:
+        """Consume log-probs [T, V] of the next T output frames; a beam search keeps only
+        beams within `threshold` of the best for them, where that is narrower than its own
+        setting (None: its own)."""
         ...
 
     def partial(self) -> HypothesisLike: ...
@@ -75,14 +77,16 @@ class DecoderStream(Protocol):
         ...
 
 
-def advance_and_partial(stream: DecoderStream, log_probs: F32) -> HypothesisLike:
+def advance_and_partial(
+    stream: DecoderStream, log_probs: F32, threshold: float | None = None
+) -> HypothesisLike:
     """`advance` then `partial`, as one call where the stream offers one (a stream in a
     decoder process: one round trip instead of two)."""
     fused = getattr(stream, "advance_and_partial", None)
     if fused is not None:
-        result: HypothesisLike = fused(log_probs)
+        result: HypothesisLike = fused(log_probs, threshold)
         return result
-    stream.advance(log_probs)
+    stream.advance(log_probs, threshold)
     return stream.partial()
 
 

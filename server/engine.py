@@ -65,6 +65,9 @@ class Engine:
     fit_input_s: float = 30.0  # the start of a recording its input transforms are fitted on
     load_chunk_frames: int = 0  # frames per live step while the model lags; 0: chunk_frames
     load_wait_s: float = 0.0  # the lag (mean queue wait) past which load_chunk_frames apply
+    # the beam search's score threshold while the model lags (None: the bundle's at any load)
+    load_threshold: float | None = None
+    narrowed: int = 0  # decoder calls that searched with load_threshold (a metric)
     model_states: Callable[[], int] = lambda: 0  # streams whose recurrent state the model holds
     step_shapes: Callable[[], int] = lambda: 0  # distinct (rows, frames) shapes stepped so far
     # fits a recording's input transforms from its raw frames (the runner's `fit_input`);
@@ -85,12 +88,28 @@ class Engine:
         """Seconds of `frames` input frames."""
         return frames * self.features.hop_ms / 1000
 
+    def lagging(self) -> bool:
+        """Whether chunks now wait longer for their model step than `load_wait_s`: the one
+        load signal that both bigger chunks and a narrower search follow."""
+        return self.dispatcher.queue_wait_s > self.load_wait_s
+
     def step_frames(self) -> int:
         """Frames a live stream sends per step now: bigger chunks while the model lags, so
         the per-step costs shrink when they decide latency; outputs are the same either way
         (any chunking of a stream equals its offline result)."""
-        lagging = self.dispatcher.queue_wait_s > self.load_wait_s
+        lagging = self.lagging()
         return max(self.load_chunk_frames, self.chunk_frames) if lagging else self.chunk_frames
+
+    def search_threshold(self) -> float | None:
+        """The score threshold for the frames a stream decodes now: `load_threshold` while
+        the model lags, else None (the bundle's own). The decoders share the cores with the
+        model, so a narrower search while it lags gives the model back time before every
+        stream's latency grows; it costs a little accuracy only under such load, and a
+        transcript heard then may differ from the offline one."""
+        if self.load_threshold is None or not self.lagging():
+            return None
+        self.narrowed += 1
+        return self.load_threshold
 
 
 def backlog_step(waiting: int, chunk: int, most: int) -> int:
@@ -145,6 +164,9 @@ async def running_engine(
     model = runner.model.config
     # the flags' settings over the bundle's own network's, when it is heard without its members
     search = config.search if config.ensemble else {**alone_search(config.bundle), **config.search}
+    narrow = config.load_beam_threshold or None
+    if config.decoder != "beam":
+        narrow = None  # a greedy decoder has no search to narrow
     chunk_frames = frames(model, config.chunk_ms)
     load_chunk_frames = frames(model, min(config.load_chunk_ms, config.max_chunk_ms))
     # every batch size Batch Dispatch can make at the live chunk lengths, and the long-step
@@ -201,6 +223,7 @@ async def running_engine(
             max_chunk_frames=max_chunk_frames,
             load_chunk_frames=load_chunk_frames,
             load_wait_s=config.load_wait_ms / 1000,
+            load_threshold=narrow,
             max_samples=int(config.max_stream_s * model.features.sample_rate),
             max_file_samples=int(config.max_file_s * model.features.sample_rate),
             frame_seconds=model.frame_seconds,

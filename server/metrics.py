@@ -53,6 +53,11 @@ class Metrics:
             "streams whose recurrent state the model holds (more than active ones: a leak)",
             registry=reg,
         )
+        self.narrowed_searches = Gauge(
+            "harken_narrowed_searches",
+            "decoder calls so far that searched with --load-beam-threshold (the model lagged)",
+            registry=reg,
+        )
         self.step_shapes = Gauge(
             "harken_step_shapes",
             "distinct batch shapes the model has stepped (each a compiled kernel and its memory)",
@@ -79,10 +84,12 @@ class Metrics:
         count: Callable[[], int],
         model_states: Callable[[], int],
         step_shapes: Callable[[], int],
+        narrowed: Callable[[], int] = lambda: 0,
     ) -> None:
         self.active_streams.set_function(lambda: float(count()))
         self.model_states.set_function(lambda: float(model_states()))
         self.step_shapes.set_function(lambda: float(step_shapes()))
+        self.narrowed_searches.set_function(lambda: float(narrowed()))
 
     # DispatchObserver
     def queued(self, seconds: float) -> None:

@@ -348,7 +348,9 @@ class Session:
         log_probs = self._take_undecoded()
         if log_probs is not None:
             decoder = self._require_decoder()
-            self._decoding.append(self.engine.pool.call(self.stream, decoder, "advance", log_probs))
+            threshold = self.engine.search_threshold()
+            call = self.engine.pool.call(self.stream, decoder, "advance", log_probs, threshold)
+            self._decoding.append(call)
 
     def _take_undecoded(self) -> F32 | None:
         """The stepped log-probs the decoder has not had yet, as one array (None: none)."""
@@ -382,7 +384,8 @@ class Session:
     async def _partial(self) -> Partial | None:
         log_probs = self._take_undecoded()
         if log_probs is not None:
-            hyp: HypothesisLike = await self._decode("advance_and_partial", log_probs)
+            threshold = self.engine.search_threshold()
+            hyp: HypothesisLike = await self._decode("advance_and_partial", log_probs, threshold)
         else:
             hyp = await self._decode("partial")
         if hyp.text == self._last_text:

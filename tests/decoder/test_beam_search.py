@@ -105,6 +105,39 @@ def test_chunked_equals_whole(
     assert decoder.decode(lp, hotwords=[("ab ba", 3.0)])[0].text.startswith(stable.rstrip())
 
 
+@settings(max_examples=25, deadline=None)
+@given(lp=_fuzzed(TINY.size), narrow=st.sampled_from([0.5, 2.0, 4.0]))
+def test_a_narrowed_advance_searches_as_a_narrower_config_does(
+    lp: np.ndarray, narrow: float, word_lm: KenLM
+) -> None:
+    """A loaded server narrows the search per call (`advance(..., threshold)`): the frames so
+    decoded give what a decoder configured with that score threshold gives, and a threshold
+    wider than the config's changes nothing."""
+    cfg = DecoderConfig(beam_width=8, cutoff_prob=0.95, score_threshold=8.0)
+    decoder = BeamSearchDecoder(TINY, cfg, word_lm, unigrams=["a", "ab", "ba"])
+    narrowed = decoder.start()
+    narrowed.advance(lp, threshold=narrow)
+    assert narrowed.finalize() == decoder.with_config(score_threshold=narrow).decode(lp)
+    wider = decoder.start()
+    wider.advance(lp, threshold=50.0)
+    assert wider.finalize() == decoder.decode(lp)
+
+
+def test_a_narrowed_search_keeps_fewer_beams() -> None:
+    """Narrowing is a real cut: with a threshold of 0.5, a frame's beams within 0.5 of the best
+    stay, and the others go."""
+    lp = np.log(np.full((6, TINY.size), 1.0 / TINY.size))
+    lp[:, 1] += 0.3  # one symbol a little likelier than the rest each frame
+    lp -= np.logaddexp.reduce(lp, axis=1, keepdims=True)
+    cfg = DecoderConfig(beam_width=64, cutoff_prob=1.0, score_threshold=20.0, nbest=64)
+    wide, narrow = BeamSearchDecoder(TINY, cfg).start(), BeamSearchDecoder(TINY, cfg).start()
+    wide.advance(lp)
+    narrow.advance(lp, threshold=0.5)
+    assert len(narrow.beams.nodes) < len(wide.beams.nodes)
+    with pytest.raises(ValueError, match="threshold must be > 0"):
+        narrow.advance(lp, threshold=0.0)
+
+
 ENGLISH_ALPHABET = Alphabet(ENGLISH)
 
 

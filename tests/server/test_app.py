@@ -236,6 +236,7 @@ def test_under_load_streams_step_in_bigger_chunks_and_still_give_the_offline_tra
             chunk_ms=80,
             load_chunk_ms=load_chunk_ms,
             load_wait_ms=0.0,
+            load_beam_threshold=0.0,  # the search as offline: only the chunking changes
         )
         with running(config) as server:
             with connect(f"{server.ws}/v1/stream") as ws:
@@ -243,8 +244,36 @@ def test_under_load_streams_step_in_bigger_chunks_and_still_give_the_offline_tra
             assert final["text"] == expected
             metrics = httpx.get(f"{server.url}/metrics").text
             steps[load_chunk_ms] = float(metrics.split("harken_batch_size_count ")[1].split()[0])
+            assert _gauge(metrics, "harken_narrowed_searches") == 0
     # 1.5 s in 80 ms steps is ~18 of them; in 320 ms steps ~5 (plus the first and the flush)
     assert steps[320] <= 8 < 15 <= steps[0], steps
+
+
+def _gauge(metrics: str, name: str) -> float:
+    return float(metrics.split(f"\n{name} ")[1].split()[0])
+
+
+def test_under_load_the_search_narrows_and_says_so_in_metrics(tiny_bundle: Path) -> None:
+    """`load_wait_ms=0` makes the model count as lagging after the first step, so the beam
+    search decodes with --load-beam-threshold from then on: /metrics counts those calls, and
+    the stream still gets its final. An idle server (the default wait) narrows nothing."""
+    narrowed = {}
+    for wait_ms in (0.0, 5000.0):
+        config = ServerConfig(
+            dtype="fp32",
+            bundle=str(tiny_bundle),
+            chunk_ms=80,
+            load_chunk_ms=0,
+            load_wait_ms=wait_ms,
+            load_beam_threshold=0.5,
+        )
+        with running(config) as server:
+            with connect(f"{server.ws}/v1/stream") as ws:
+                *_, final = stream(ws, AUDIO_PCM)
+            assert final["type"] == "final"
+            metrics = httpx.get(f"{server.url}/metrics").text
+            narrowed[wait_ms] = _gauge(metrics, "harken_narrowed_searches")
+    assert narrowed[5000.0] == 0 < 10 <= narrowed[0.0], narrowed
 
 
 @pytest.mark.parametrize("merge", ["choose", "mean"])

@@ -270,6 +270,10 @@ def test_bad_server_config_says_what_to_change(tmp_path: Path) -> None:
         ServerConfig(load_chunk_ms=325)
     with pytest.raises(ValueError, match="load_wait_ms must be >= 0"):
         ServerConfig(load_wait_ms=-1)
+    with pytest.raises(ValueError, match="load_beam_threshold must be a number >= 0"):
+        ServerConfig(load_beam_threshold=-1)
+    with pytest.raises(ValueError, match="load_beam_threshold must be a number >= 0"):
+        ServerConfig(load_beam_threshold=float("nan"))
     with pytest.raises(ValueError, match="beam_threshold must be >= 0, got -2"):
         ServerConfig(beam_threshold=-2)
     with pytest.raises(ValueError, match="blank_penalty must be a number, got nan"):
