@@ -56,6 +56,8 @@
 #     P_8BIT=0.05 BUDGET_S=2400 bash experiments/real_people/campaign.sh stage1   # stage 2
 #   bash scripts/make_default.sh realsoup # stage 2 averaged 1:1 with the network it started
 #                                         # from (models/default's first network at 4cc9070)
+#   bash scripts/make_default.sh realsoup3 # stage 3 (distill.sh's control arm) averaged 1:1
+#                                         # with the realsoup (models/default at 3f9e6c1)
 #
 # The second network (models/default/wide until 4cc9070, 3 x GRU 768; no longer shipped):
 #   bash scripts/make_default.sh wide768x # models/default at the her stage grown to 3 x GRU 768
@@ -418,6 +420,24 @@ from soup import soup
 soup(Path(sys.argv[1]), ["runs/real2_bundle", sys.argv[2]], base=Path("runs/real2_bundle"))
 PY
     ;;
+  realsoup3)
+    # models/default since stage 3 of the real-people campaign (2026-12-06): the control arm
+    # of experiments/real_people/distill.sh (Sky in the mix, 3,000 s from the realsoup;
+    # `RUN=runs/real3_control CAND=runs/real3_control_bundle campaign.sh bundle`) averaged 1:1
+    # with the network it started from (START: models/default at 3f9e6c1). Its config is the
+    # stage's; the punctuator and the LM files are models/default's. Then `evaluate` with TUNE=0
+    .venv/bin/python - "${OUT:-runs/realsoup3}" "${START:-models/default}" <<'PY'
+import sys
+from pathlib import Path
+
+sys.path.insert(0, "experiments/soup")
+from soup import soup
+
+soup(Path(sys.argv[1]), ["runs/real3_control_bundle", sys.argv[2]], base=Path("runs/real3_control_bundle"))
+PY
+    cp "${START:-models/default}"/punctuation.* "${OUT:-runs/realsoup3}/"
+    # (config.json's provenance then says so by hand: fine_tuned_from, language_model, weights)
+    ;;
   light6soup)
     # models/default since the nineteenth session: light6's candidate (after `finish` with
     # RUN=runs/light6 B=runs/light6/candidate) averaged 1:1 with the bundle it started from
@@ -621,7 +641,7 @@ print(os.path.join(pocketsphinx.get_model_path(), "en-us", "en-us.lm.bin"))')
       --lm-name "general.binary=PocketSphinx 5.1.1's general US English trigram (en-us.lm.bin)"
     ;;
   *)
-    echo "usage: $0 data|corpus|people|plans|text|text2|text3|text4|text5|text6|text7|kokoro-en|kokoro-mix|prose|teacher|mid|mid2|newtext|mix|mixsoup|gpusoup|mix5|light5|lightsoup|light6|light6soup|her|english|wide768x|wideenglish|finish|pair|lm|general|evaluate" >&2; exit 2
+    echo "usage: $0 data|corpus|people|realsoup|realsoup3|plans|text|text2|text3|text4|text5|text6|text7|kokoro-en|kokoro-mix|prose|teacher|mid|mid2|newtext|mix|mixsoup|gpusoup|mix5|light5|lightsoup|light6|light6soup|her|english|wide768x|wideenglish|finish|pair|lm|general|evaluate" >&2; exit 2
     ;;
 esac
 exit
