@@ -1,12 +1,12 @@
 """`harken prepare`: corpora that people already have, turned into harken manifests.
 
-Seven sources: LibriSpeech, Common Voice, a Kaldi data directory, a plain CSV/TSV, the
-Asterisk English prompts that Debian packages, and the acted speech of two free games in
-Debian main, labelled from their scripts (readers in `corpus.importers`). Every transcript
-goes through `corpus.text.normalise`, so imported text follows the same conventions as
-synthesised text; what it refuses, and audio that cannot be read, is counted by reason in
-`prepare_report.json` instead of aborting the run or entering a manifest with a wrong
-transcript. Audio becomes 16 kHz mono 16-bit WAV under `OUT/audio/`; WAVs already there are
+Eight sources: LibriSpeech, Common Voice, a Kaldi data directory, a plain CSV/TSV, the
+Asterisk English prompts that Debian packages, the acted speech of two free games in Debian
+main, labelled from their scripts, and the voice packs of five more Debian packages (readers
+in `corpus.importers`). Every transcript goes through `corpus.text.normalise`, so imported
+text follows the same conventions as synthesised text; what it refuses, and audio that cannot
+be read, is counted by reason in `prepare_report.json` instead of aborting the run or entering
+a manifest with a wrong transcript. Audio becomes 16 kHz mono 16-bit WAV under `OUT/audio/`; WAVs already there are
 reused, so a run that was interrupted resumes (delete OUT to rebuild from changed sources).
 """
 
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from corpus.importers import asterisk, games, layouts
+from corpus.importers import asterisk, games, layouts, packs
 from corpus.importers.audio import Outcome, convert_all, recordings
 from corpus.importers.candidates import Candidate, Item, PrepareError, normalise_all
 from corpus.importers.report import Report, print_summary, write_report
@@ -35,6 +35,7 @@ READERS: dict[str, Callable[[argparse.Namespace, Report], list[Candidate]]] = {
     "asterisk": asterisk.read_asterisk,
     "queen": games.read_queen,
     "sky": games.read_sky,
+    "packs": packs.read_packs,
 }
 SOURCES = tuple(READERS)
 
@@ -45,18 +46,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=SOURCES,
         help="layout of the input corpus: LibriSpeech, Common Voice, Kaldi data dir, CSV/TSV, "
         "Debian's Asterisk English prompts, or the acted speech of Debian's games Flight of the "
-        "Amazon Queen (queen) and Beneath a Steel Sky (sky), labelled from their scripts",
+        "Amazon Queen (queen) and Beneath a Steel Sky (sky), labelled from their scripts, or "
+        "the voice packs of hedgewars-data, megaglest-data, klettres-data, ktuberling-data and "
+        "codec2-examples (packs)",
     )
     parser.add_argument(
         "--input",
         type=Path,
         help="librispeech: root dir; commonvoice: the TSV; kaldi: data dir; csv: the file; "
         f"asterisk: sounds dir (default {asterisk.SOUNDS}); queen: queen.1c; sky: the dir of "
-        "sky.dnr and sky.dsk",
+        "sky.dnr and sky.dsk; packs: the dir of the <package>/ dirs that make setup-synth "
+        f"unpacks (default: where apt installs each, else {packs.PACKS_DIR})",
     )
     parser.add_argument("--out", type=Path, required=True, help="output directory")
     parser.add_argument("--limit", type=int, default=0, help="first N usable utterances (0: all)")
-    parser.add_argument("--workers", type=int, default=2, help="decoding processes (default 2)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="decoding processes (default 2); packs: also the recogniser's threads",
+    )
     parser.add_argument(
         "--split", help="manifest name (default: train/dev/test from the input's name, else all)"
     )
@@ -104,8 +113,10 @@ def prepare(args: argparse.Namespace) -> int:
     except OSError as e:
         raise PrepareError(f"cannot create --out {args.out}: {e}") from None
     outcomes = convert_all(args.out, recordings(items), args.workers)
-    always = ("train", "dev", "test") if args.source in ("asterisk", "queen") else ()
+    always = ("train", "dev", "test") if args.source in ("asterisk", "queen", "packs") else ()
     kept = write_outputs(args.out, items, outcomes, report, always)
+    if args.source == "packs":
+        packs.note_sources(args.out, report)
     write_report(args.out, args, kept, report)
     if args.source == "asterisk":
         asterisk.write_readme(args.out, kept, report)

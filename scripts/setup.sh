@@ -169,6 +169,47 @@ if [ "$PURPOSE" = --synth ] && [ ! -f "$STAMP/games" ]; then
   touch "$STAMP/games"
 fi
 
+# Real recorded English from five more packages of Debian main (harken prepare packs):
+# Hedgewars' and MegaGlest's voices, KDE's spoken letters and words, codec2's speech samples.
+# Each .deb is fetched from Debian's pool, checked against its pinned sha256 and unpacked in a
+# temporary directory, and only its voice files are kept, in .venv/packs/<package> (the
+# hedgewars and megaglest .debs are 145 and 240 MB; their voices 20 and 42 MB): all of
+# Hedgewars' packs, the unit XMLs and the voices they list of MegaGlest (copy_voices), the
+# English directories of KLettres and KTuberling, codec2's raw/; and its copyright file, as
+# .venv/packs/<package>.copyright
+PACKS=(
+  "h/hedgewars/hedgewars-data_1.0.2-6_all.deb 722225903a72604403e6e0026e40e9a6953f47a74d94efc5f55504bc05bb4761 usr/share/games/hedgewars/Data/Sounds/voices"
+  "m/megaglest-data/megaglest-data_3.13.0-3_all.deb ed4783d9fc78e201a548b266f7c30325eb16cfd58a20bf4597dd6e622f84a07e usr/share/games/megaglest/techs"
+  "k/klettres/klettres-data_22.12.3-1_all.deb 1186d257a19e84230856baea0b0b1ded8be9195080fcdb2588970b5cd937f5a8 usr/share/klettres"
+  "k/ktuberling/ktuberling-data_22.12.3-1_all.deb fba44c875bfa31ea488dadd9263e87a4dcaea0bd47d28817f6c0dc6d2af970ed usr/share/ktuberling/sounds"
+  "c/codec2/codec2-examples_1.0.5-1_all.deb 7af8cd128f269a1d8116993c9d2bd7d4d452fc17da46a09899aaca2b9bd993d4 usr/share/codec2/raw"
+)
+if [ "$PURPOSE" = --synth ] && [ ! -f "$STAMP/packs" ]; then
+  echo "[setup] voice packs from Debian main (hedgewars-data, megaglest-data, klettres-data, ktuberling-data, codec2-examples)"
+  rm -rf .venv/packs && mkdir -p .venv/packs
+  for entry in "${PACKS[@]}"; do
+    read -r pool sha data <<<"$entry"
+    deb=$(basename "$pool")
+    pkg=${deb%%_*}
+    RT=$(mktemp -d)
+    curl -sSfL -o "$RT/$deb" "http://deb.debian.org/debian/pool/main/$pool"
+    echo "$sha  $RT/$deb" | sha256sum -c --quiet
+    dpkg-deb -x "$RT/$deb" "$RT/root"
+    rm "$RT/$deb"
+    case "$pkg" in
+      megaglest-data)
+        .venv/bin/python -c 'import sys; from pathlib import Path; from corpus.importers.megaglest import copy_voices
+copy_voices(Path(sys.argv[1]), Path(sys.argv[2]))' "$RT/root/$data" ".venv/packs/$pkg" ;;
+      klettres-data | ktuberling-data)
+        mkdir -p ".venv/packs/$pkg" && cp -r "$RT/root/$data"/en* ".venv/packs/$pkg/" ;;
+      *) cp -r "$RT/root/$data" ".venv/packs/$pkg" ;;
+    esac
+    cp "$RT/root/usr/share/doc/$pkg/copyright" ".venv/packs/$pkg.copyright"
+    rm -rf "$RT"
+  done
+  touch "$STAMP/packs"
+fi
+
 # Kokoro's own English voices: npm's kokoro-js 1.2.1 carries Kokoro v1.0's voice packs
 # (Apache-2.0); corpus/kokoro.py's install_english checks the tarball's pinned sha256 and
 # extracts the 28 English ones beside the assembled model (.venv/share/harken/kokoro-en)

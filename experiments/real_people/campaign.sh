@@ -4,10 +4,13 @@
 # augmentation, then read on real, narrowband and synthetic dev/test sets beside the peers.
 # Every step resumes: prepare keeps its hypotheses and WAVs, train its checkpoint.
 #   bash experiments/real_people/campaign.sh data    # games (~45 min of Whisper on 2 cores),
-#                                                    # TTS corpus, her prompts, narrowband copy
+#                                                    # TTS corpus, her prompts, the five small
+#                                                    # packs (~12 min), narrowband copy
 #   bash experiments/real_people/campaign.sh stage1  # BUDGET_S of training (default 3600 s);
 #       stage 2: RUN=runs/real2 INIT=runs/real1_bundle QUEEN_TIMES=1 LR=2e-4 P_LOWPASS=0.15 \
 #                P_PHONE=0.1 P_8BIT=0.05 BUDGET_S=2400 ... stage1
+#       stage 5: RUN=runs/real5 INIT=models/default LR=2e-4 BUDGET_S=3000 ... stage1 (with
+#                data/packs/train.jsonl*PACKS_TIMES, 4, once `data` prepared it)
 #   bash experiments/real_people/campaign.sh bundle  # stage1's best weights + models/default's LM
 #   bash experiments/real_people/campaign.sh eval    # every dev/test set, harken and the peers
 #   bash experiments/real_people/campaign.sh decide  # CAND on real dev and TTS dev only (TAG)
@@ -47,14 +50,16 @@ case "${1:-}" in
     [ -f data/asterisk/dev.jsonl ] || $H prepare asterisk --out data/asterisk
     $H prepare queen --out data/games/queen
     $H prepare sky --out data/games/sky
+    $H prepare packs --out data/packs --workers 1
     narrowband data/corpus/dev.jsonl data/corpus_phone
     narrowband data/corpus/test.jsonl data/corpus_phone
     ;;
   stage1)
     mkdir -p runs
     SKY=""; [ -f data/games/sky/train.jsonl ] && SKY="data/games/sky/train.jsonl*${SKY_TIMES:-1}"
+    PACKS=""; [ -f data/packs/train.jsonl ] && PACKS="data/packs/train.jsonl*${PACKS_TIMES:-4}"
     # shellcheck disable=SC2086
-    $H train --train data/games/queen/train.jsonl*"${QUEEN_TIMES:-2}" $SKY \
+    $H train --train data/games/queen/train.jsonl*"${QUEEN_TIMES:-2}" $SKY $PACKS \
       data/corpus/train.jsonl*"${CORPUS_TIMES:-1}" data/asterisk/train.jsonl*4 \
       --dev data/games/queen/dev.jsonl --out "$RUN" \
       --init-from "${INIT:-models/default}" --model-config scripts/net_mel_3x512.json --device cpu \
