@@ -58,6 +58,8 @@
 #                                         # from (models/default's first network at 4cc9070)
 #   bash scripts/make_default.sh realsoup3 # stage 3 (distill.sh's control arm) averaged 1:1
 #                                         # with the realsoup (models/default at 3f9e6c1)
+#   bash scripts/make_default.sh realsoup4 # stage 4 (campaign.sh stage1 from realsoup3)
+#                                         # averaged 1:1 with realsoup3 (models/default at e365189)
 #
 # The second network (models/default/wide until 4cc9070, 3 x GRU 768; no longer shipped):
 #   bash scripts/make_default.sh wide768x # models/default at the her stage grown to 3 x GRU 768
@@ -437,6 +439,26 @@ soup(Path(sys.argv[1]), ["runs/real3_control_bundle", sys.argv[2]], base=Path("r
 PY
     cp "${START:-models/default}"/punctuation.* "${OUT:-runs/realsoup3}/"
     # (config.json's provenance then says so by hand: fine_tuned_from, language_model, weights)
+    ;;
+  realsoup4)
+    # stage 4 of the real-people campaign (2026-12-06): `RUN=runs/real4 INIT=models/default
+    # LR=2e-4 BUDGET_S=3000 campaign.sh stage1` from realsoup3, then `RUN=runs/real4
+    # CAND=runs/real4_bundle campaign.sh bundle`, averaged 1:1 with the network it started
+    # from (START: models/default at e365189); the same steps as realsoup3
+    .venv/bin/python - "${OUT:-runs/realsoup4}" "${START:-models/default}" <<'PY'
+import sys
+from pathlib import Path
+
+sys.path.insert(0, "experiments/soup")
+from soup import soup
+
+soup(Path(sys.argv[1]), ["runs/real4_bundle", sys.argv[2]], base=Path("runs/real4_bundle"))
+PY
+    cp "${START:-models/default}"/punctuation.* "${OUT:-runs/realsoup4}/"
+    # the search re-tuned for it on TTS dev (shipped: alpha 1.1459, beta 1.0317), then
+    # config.json's provenance by hand as for realsoup3, and `evaluate` with TUNE=0
+    $H tune-lm --bundle "${OUT:-runs/realsoup4}" --manifest data/corpus/dev.jsonl --trials 20 \
+      --alpha 0.7 1.4 --beta 0.6 2.2
     ;;
   light6soup)
     # models/default since the nineteenth session: light6's candidate (after `finish` with
