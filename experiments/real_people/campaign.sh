@@ -14,6 +14,8 @@
 #   bash experiments/real_people/campaign.sh bundle  # stage1's best weights + models/default's LM
 #   bash experiments/real_people/campaign.sh eval    # every dev/test set, harken and the peers
 #   bash experiments/real_people/campaign.sh decide  # CAND on real dev and TTS dev only (TAG)
+#   bash experiments/real_people/campaign.sh baseline # models/default's per-utterance reports
+#                                                     # (models/results, not committed)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 H=${H:-.venv/bin/harken}
@@ -107,5 +109,22 @@ case "${1:-}" in
       read_set models/default pair "$set"
     done
     ;;
-  *) sed -n '2,14p' "$0"; exit 2 ;;
+  baseline)
+    # models/default on every set its figures name, into models/results: the Markdown
+    # summaries are committed, the per-utterance JSON beside them (what `harken compare` and
+    # `decide`'s comparisons read) is not, so a fresh checkout remakes it here (~15 min)
+    ev() {  # MANIFEST NAME [more flags]
+      $H eval --bundle models/default --manifest "$1" --beam --dtype "${DTYPE:-bf16}" "${@:3}" \
+        --out "models/results/default_eval_$2.json"
+    }
+    ev data/games/queen/dev.jsonl queen_dev
+    ev data/corpus/dev.jsonl dev
+    ev data/games/queen/test.jsonl queen_test
+    ev data/corpus/test.jsonl test
+    ev data/asterisk/test.jsonl real_test
+    ev data/asterisk/dev.jsonl real_dev
+    ev data/corpus_phone/dev.jsonl phone_dev
+    ev data/corpus/train.jsonl train200 --limit 200
+    ;;
+  *) sed -n '2,17p' "$0"; exit 2 ;;
 esac
