@@ -105,6 +105,22 @@ cpu_stage() {
     --augment-preset "${AUGMENT:-full}" ${EXPORT_ONLY:+--export-only true --export "$EXPORT_ONLY"}
 }
 
+# a real-people stage's bundle averaged 1:1 with the network it started from (a model soup,
+# experiments/soup/soup.py); the config is the stage's (its provenance)
+#   STAGE_BUNDLE START OUT
+real_soup() {
+  .venv/bin/python - "$@" <<'PY'
+import sys
+from pathlib import Path
+
+sys.path.insert(0, "experiments/soup")
+from soup import soup
+
+stage, start, out = sys.argv[1:4]
+soup(Path(out), [stage, start], base=Path(stage))
+PY
+}
+
 # a light-preset CPU stage from models/default, frozen once into runs/NAME_init so that a
 # resumed run still starts from, and names, the same bundle after models/default moves on
 #   NAME PEAK_LR MANIFEST...
@@ -412,15 +428,7 @@ case "${1:-}" in
     # `campaign.sh bundle` with RUN=runs/real2) averaged 1:1 with the network the campaign
     # started from (START: models/default's first network at 4cc9070, alone: its config
     # without the ensemble and warps); one network, no warps. `evaluate` with TUNE=0 measures it
-    .venv/bin/python - "${OUT:-runs/realsoup}" "${START:-runs/default_alone}" <<'PY'
-import sys
-from pathlib import Path
-
-sys.path.insert(0, "experiments/soup")
-from soup import soup
-
-soup(Path(sys.argv[1]), ["runs/real2_bundle", sys.argv[2]], base=Path("runs/real2_bundle"))
-PY
+    real_soup runs/real2_bundle "${START:-runs/default_alone}" "${OUT:-runs/realsoup}"
     ;;
   realsoup3)
     # models/default since stage 3 of the real-people campaign (2026-12-06): the control arm
@@ -428,15 +436,7 @@ PY
     # `RUN=runs/real3_control CAND=runs/real3_control_bundle campaign.sh bundle`) averaged 1:1
     # with the network it started from (START: models/default at 3f9e6c1). Its config is the
     # stage's; the punctuator and the LM files are models/default's. Then `evaluate` with TUNE=0
-    .venv/bin/python - "${OUT:-runs/realsoup3}" "${START:-models/default}" <<'PY'
-import sys
-from pathlib import Path
-
-sys.path.insert(0, "experiments/soup")
-from soup import soup
-
-soup(Path(sys.argv[1]), ["runs/real3_control_bundle", sys.argv[2]], base=Path("runs/real3_control_bundle"))
-PY
+    real_soup runs/real3_control_bundle "${START:-models/default}" "${OUT:-runs/realsoup3}"
     cp "${START:-models/default}"/punctuation.* "${OUT:-runs/realsoup3}/"
     # (config.json's provenance then says so by hand: fine_tuned_from, language_model, weights)
     ;;
@@ -445,15 +445,7 @@ PY
     # LR=2e-4 BUDGET_S=3000 campaign.sh stage1` from realsoup3, then `RUN=runs/real4
     # CAND=runs/real4_bundle campaign.sh bundle`, averaged 1:1 with the network it started
     # from (START: models/default at e365189); the same steps as realsoup3
-    .venv/bin/python - "${OUT:-runs/realsoup4}" "${START:-models/default}" <<'PY'
-import sys
-from pathlib import Path
-
-sys.path.insert(0, "experiments/soup")
-from soup import soup
-
-soup(Path(sys.argv[1]), ["runs/real4_bundle", sys.argv[2]], base=Path("runs/real4_bundle"))
-PY
+    real_soup runs/real4_bundle "${START:-models/default}" "${OUT:-runs/realsoup4}"
     cp "${START:-models/default}"/punctuation.* "${OUT:-runs/realsoup4}/"
     # the search re-tuned for it on TTS dev (shipped: alpha 1.1459, beta 1.0317), then
     # config.json's provenance by hand as for realsoup3, and `evaluate` with TUNE=0

@@ -32,8 +32,10 @@ from corpus.importers.script_labels import (
     Label,
     ScriptIndex,
     Transcriber,
+    agreement,
     hypotheses,
     label,
+    label_columns,
     whisper_transcriber,
     write_atomic,
 )
@@ -149,7 +151,10 @@ def _candidates(
             Candidate(c.key, lab.text, str(audio), f"audio/{c.key}.wav", c.voice, split=split)
         )
     _write_labels(args.out, clips, heard, labels, plan)
-    _note_agreement(report, heard, labels)
+    report.notes["labels"] = dict(Counter(lab.kind for lab in labels.values()))
+    # the error a pseudo-label would have carried where a script label was available
+    if (checked := agreement(labels.values(), "script")) is not None:
+        report.notes["script_vs_hypothesis"] = checked
     report.notes["splits_by_voice"] = {
         s: sorted(v for v in plan if plan[v] == s) for s in ("dev", "test")
     }
@@ -182,21 +187,6 @@ def voice_splits(
     return plan
 
 
-def _note_agreement(report: Report, heard: dict[str, Hypothesis], labels: dict[str, Label]) -> None:
-    """How far the recogniser's hypotheses are from the script lines they matched: the error a
-    pseudo-label would have carried where a script label was available."""
-    kinds = Counter(lab.kind for lab in labels.values())
-    script = [lab for lab in labels.values() if lab.kind == "script"]
-    exact = sum(lab.errors == 0 for lab in script)
-    report.notes["labels"] = dict(kinds)
-    if script:
-        report.notes["script_vs_hypothesis"] = {
-            "clips": len(script),
-            "identical": exact,
-            "mean_word_errors_per_word": round(sum(lab.errors for lab in script) / len(script), 4),
-        }
-
-
 def _write_labels(
     out_dir: Path,
     clips: list[Clip],
@@ -206,15 +196,12 @@ def _write_labels(
 ) -> None:
     lines = []
     for c in clips:
-        lab = labels.get(c.key)
         row = {
             "key": c.key,
             "voice": c.voice,
             "split": plan.get(c.voice, "train"),
             "hypothesis": heard[c.key].text,
-            "label": lab.text if lab else None,
-            "kind": lab.kind if lab else None,
-            "errors": round(lab.errors, 4) if lab else None,
+            **label_columns(labels.get(c.key)),
         }
         lines.append(json.dumps(row))
     write_atomic(out_dir / "labels.jsonl", "\n".join(lines) + "\n")

@@ -37,9 +37,11 @@ from corpus.importers.script_labels import (
     Hypothesis,
     Label,
     Transcriber,
+    agreement,
     edit_distance,
     hypotheses,
     label,
+    label_columns,
     whisper_transcriber,
     write_atomic,
 )
@@ -143,7 +145,9 @@ def read_packs(
                                  split=split))  # fmt: skip
             _tally(report, source)["labelled"] = _tally(report, source).get("labelled", 0) + 1
     _write_labels(args.out, clips, heard, labels, plan)
-    _note_labels(report, labels)
+    report.notes["labels"] = dict(Counter(lab.kind for lab in labels.values()))
+    if (named := agreement(labels.values(), "name")) is not None:
+        report.notes["name_vs_hypothesis"] = named
     report.notes["splits_by_voice"] = {
         s: sorted(v for v in plan if plan[v] == s) for s in ("dev", "test")
     }
@@ -236,17 +240,6 @@ def _note_package(report: Report, pkg: Package, data: Path, out_dir: Path) -> No
     )
 
 
-def _note_labels(report: Report, labels: dict[str, Label]) -> None:
-    report.notes["labels"] = dict(Counter(lab.kind for lab in labels.values()))
-    named = [lab for lab in labels.values() if lab.kind == "name"]
-    if named:
-        report.notes["name_vs_hypothesis"] = {
-            "clips": len(named),
-            "identical": sum(lab.errors == 0 for lab in named),
-            "mean_word_errors_per_word": round(sum(lab.errors for lab in named) / len(named), 4),
-        }
-
-
 def _write_labels(
     out_dir: Path,
     clips: list[PackClip],
@@ -256,7 +249,6 @@ def _write_labels(
 ) -> None:
     rows = []
     for c in clips:
-        lab = labels.get(c.key)
         h = heard[c.key]
         rows.append(
             {
@@ -265,9 +257,7 @@ def _write_labels(
                 "split": plan.get(c.voice),
                 "hypothesis": h.text,
                 "avg_logprob": round(h.avg_logprob, 3),
-                "label": lab.text if lab else None,
-                "kind": lab.kind if lab else None,
-                "errors": round(lab.errors, 4) if lab else None,
+                **label_columns(labels.get(c.key)),
             }
         )
     write_atomic(out_dir / "labels.jsonl", "".join(json.dumps(r) + "\n" for r in rows))

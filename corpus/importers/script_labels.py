@@ -47,7 +47,7 @@ class Hypothesis:
 @dataclass(frozen=True)
 class Label:
     text: str
-    kind: str  # 'script' or 'pseudo'
+    kind: str  # 'script' or 'pseudo' ('name' where a file name is the text)
     errors: float  # hypothesis-to-label word errors per label word (script labels)
 
 
@@ -243,6 +243,28 @@ def label(hyp: Hypothesis, script: ScriptIndex | None) -> Label | str:
     if hyp.avg_logprob < MIN_PSEUDO_LOGPROB:
         return "label:unsure"
     return Label(hyp.text, "pseudo", 0.0)
+
+
+def label_columns(lab: Label | None) -> dict[str, Any]:
+    """A clip's label in `labels.jsonl`: its text, kind and errors, all None without one."""
+    return {
+        "label": lab.text if lab else None,
+        "kind": lab.kind if lab else None,
+        "errors": round(lab.errors, 4) if lab else None,
+    }
+
+
+def agreement(labels: Iterable[Label], kind: str) -> dict[str, Any] | None:
+    """How far the recogniser's hypotheses are from the labels of `kind` they were checked
+    against (the error a pseudo-label would have carried there); None without such labels."""
+    checked = [lab for lab in labels if lab.kind == kind]
+    if not checked:
+        return None
+    return {
+        "clips": len(checked),
+        "identical": sum(lab.errors == 0 for lab in checked),
+        "mean_word_errors_per_word": round(sum(lab.errors for lab in checked) / len(checked), 4),
+    }
 
 
 def write_atomic(path: Path, text: str) -> None:
