@@ -440,16 +440,20 @@ case "${1:-}" in
     cp "${START:-models/default}"/punctuation.* "${OUT:-runs/realsoup3}/"
     # (config.json's provenance then says so by hand: fine_tuned_from, language_model, weights)
     ;;
-  realsoup4)
+  realsoup4|realsoup6)
     # stage 4 of the real-people campaign (2026-12-06): `RUN=runs/real4 INIT=models/default
     # LR=2e-4 BUDGET_S=3000 campaign.sh stage1` from realsoup3, then `RUN=runs/real4
     # CAND=runs/real4_bundle campaign.sh bundle`, averaged 1:1 with the network it started
-    # from (START: models/default at e365189); the same steps as realsoup3
-    real_soup runs/real4_bundle "${START:-models/default}" "${OUT:-runs/realsoup4}"
-    cp "${START:-models/default}"/punctuation.* "${OUT:-runs/realsoup4}/"
-    # the search re-tuned for it on TTS dev (shipped: alpha 1.1459, beta 1.0317), then
-    # config.json's provenance by hand as for realsoup3, and `evaluate` with TUNE=0
-    $H tune-lm --bundle "${OUT:-runs/realsoup4}" --manifest data/corpus/dev.jsonl --trials 20 \
+    # from (START: models/default at e365189); the same steps as realsoup3. models/default
+    # since stage 6: the stage 6 line of campaign.sh's header from realsoup4 (models/default
+    # at 763b58c), `bundle` into runs/real6_bundle, then the same steps
+    n=${1#realsoup}
+    real_soup "runs/real${n}_bundle" "${START:-models/default}" "${OUT:-runs/realsoup$n}"
+    cp "${START:-models/default}"/punctuation.* "${OUT:-runs/realsoup$n}/"
+    # the search re-tuned for it on TTS dev (shipped: alpha 1.2108, beta 0.881; stage 4's
+    # 1.1459, 1.0317), then config.json's provenance by hand as for realsoup3, and `evaluate`
+    # with TUNE=0
+    $H tune-lm --bundle "${OUT:-runs/realsoup$n}" --manifest data/corpus/dev.jsonl --trials 20 \
       --alpha 0.7 1.4 --beta 0.6 2.2
     ;;
   light6soup)
@@ -655,7 +659,7 @@ print(os.path.join(pocketsphinx.get_model_path(), "en-us", "en-us.lm.bin"))')
       --lm-name "general.binary=PocketSphinx 5.1.1's general US English trigram (en-us.lm.bin)"
     ;;
   *)
-    echo "usage: $0 data|corpus|people|realsoup|realsoup3|plans|text|text2|text3|text4|text5|text6|text7|kokoro-en|kokoro-mix|prose|teacher|mid|mid2|newtext|mix|mixsoup|gpusoup|mix5|light5|lightsoup|light6|light6soup|her|english|wide768x|wideenglish|finish|pair|lm|general|evaluate" >&2; exit 2
+    echo "usage: $0 data|corpus|people|realsoup|realsoup3|realsoup4|realsoup6|plans|text|text2|text3|text4|text5|text6|text7|kokoro-en|kokoro-mix|prose|teacher|mid|mid2|newtext|mix|mixsoup|gpusoup|mix5|light5|lightsoup|light6|light6soup|her|english|wide768x|wideenglish|finish|pair|lm|general|evaluate" >&2; exit 2
     ;;
 esac
 exit

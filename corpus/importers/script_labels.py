@@ -166,17 +166,27 @@ class ScriptIndex:
         None when no record shares a word with it."""
         if not hyp:
             return None
+        # Words in sorted order and ties broken by record index: iterating a set of strings
+        # follows Python's per-process hash seed, and the labels must not change run to run.
         scores: dict[int, float] = defaultdict(float)
-        for w in set(hyp):
+        for w in sorted(set(hyp)):
             posting = self._postings.get(w, set())
             for r in posting:
                 scores[r] += 1.0 / len(posting)  # rare words count most
-        best: tuple[list[str], float] | None = None
-        for r in sorted(scores, key=lambda r: -scores[r])[:CANDIDATE_RECORDS]:
-            found = _record_match(hyp, self.records[r])
-            if best is None or found[1] < best[1]:
-                best = found
-        return best
+        ranked = sorted(scores, key=lambda r: (-scores[r], r))
+        if not ranked:
+            return None
+        # every record tied with the last candidate too: which of them made the cut would
+        # otherwise be an accident of numbering (a hypothesis of common words ties many)
+        cut = scores[ranked[min(CANDIDATE_RECORDS, len(ranked)) - 1]]
+        candidates = [r for r in ranked if scores[r] >= cut]
+        found = [_record_match(hyp, self.records[r]) for r in candidates]
+        fewest = min(rate for _, rate in found)
+        tied = [words for words, rate in found if rate == fewest]
+        # Lines equally many words away ("are you the fumigator", "are you the same" for
+        # "are you the fumegator"): the one nearest in letters is the likelier line.
+        heard = list(" ".join(hyp))
+        return min(tied, key=lambda words: edit_distance(heard, list(" ".join(words)))), fewest
 
 
 def _record_match(hyp: list[str], segments: list[list[str]]) -> tuple[list[str], float]:

@@ -4,13 +4,17 @@
 # augmentation, then read on real, narrowband and synthetic dev/test sets beside the peers.
 # Every step resumes: prepare keeps its hypotheses and WAVs, train its checkpoint.
 #   bash experiments/real_people/campaign.sh data    # games (~45 min of Whisper on 2 cores),
-#                                                    # TTS corpus, her prompts, the five small
+#                                                    # TTS corpus, her prompts, prose, the five small
 #                                                    # packs (~12 min), narrowband copy
 #   bash experiments/real_people/campaign.sh stage1  # BUDGET_S of training (default 3600 s);
 #       stage 2: RUN=runs/real2 INIT=runs/real1_bundle QUEEN_TIMES=1 LR=2e-4 P_LOWPASS=0.15 \
 #                P_PHONE=0.1 P_8BIT=0.05 BUDGET_S=2400 ... stage1
 #       stage 5: RUN=runs/real5 INIT=models/default LR=2e-4 BUDGET_S=3000 ... stage1 (with
 #                data/packs/train.jsonl*PACKS_TIMES, 4, once `data` prepared it)
+#       stage 6: stage 5 with Whisper's encoder as a teacher on the real clips:
+#                harken teacher --manifest data/games/queen/train.jsonl data/games/sky/train.jsonl \
+#                  data/packs/train.jsonl --out data/teacher_real; then stage 5's line with
+#                RUN=runs/real6 TEACHER=data/teacher_real (W, the loss's weight, 0.5)
 #   bash experiments/real_people/campaign.sh bundle  # stage1's best weights + models/default's LM
 #   bash experiments/real_people/campaign.sh eval    # every dev/test set, harken and the peers
 #   bash experiments/real_people/campaign.sh decide  # CAND on real dev and TTS dev only (TAG)
@@ -50,6 +54,7 @@ case "${1:-}" in
     bash scripts/setup.sh --synth
     [ -f data/corpus/dev.jsonl ] || bash scripts/make_default.sh corpus
     [ -f data/asterisk/dev.jsonl ] || $H prepare asterisk --out data/asterisk
+    [ -f data/prose/dev.jsonl ] || bash scripts/make_default.sh prose
     $H prepare queen --out data/games/queen
     $H prepare sky --out data/games/sky
     $H prepare packs --out data/packs --workers 1
@@ -60,6 +65,7 @@ case "${1:-}" in
     mkdir -p runs
     SKY=""; [ -f data/games/sky/train.jsonl ] && SKY="data/games/sky/train.jsonl*${SKY_TIMES:-1}"
     PACKS=""; [ -f data/packs/train.jsonl ] && PACKS="data/packs/train.jsonl*${PACKS_TIMES:-4}"
+    DISTIL=""; [ -n "${TEACHER:-}" ] && DISTIL="--teacher $TEACHER --distill-weight ${W:-0.5}"
     # shellcheck disable=SC2086
     $H train --train data/games/queen/train.jsonl*"${QUEEN_TIMES:-2}" $SKY $PACKS \
       data/corpus/train.jsonl*"${CORPUS_TIMES:-1}" data/asterisk/train.jsonl*4 \
@@ -69,7 +75,7 @@ case "${1:-}" in
       --time-budget-s "${BUDGET_S:-3600}" --workers 1 --checkpoint-every 200 --dev-every 500 \
       --strategy alternated --sortagrad false --ema-decay 0.998 --threads 2 \
       --augment-preset light --p-lowpass "${P_LOWPASS:-0.25}" --p-telephone "${P_PHONE:-0.15}" \
-      --p-8bit "${P_8BIT:-0.1}"
+      --p-8bit "${P_8BIT:-0.1}" $DISTIL
     ;;
   bundle)
     rm -rf "$CAND" && cp -r "$RUN/best" "$CAND"
@@ -104,7 +110,7 @@ case "${1:-}" in
     done
     read_set "$CAND" "$TAG" data/games/queen/test --peers pocketsphinx whisper-tiny.en
     read_set models/default pair data/games/queen/test
-    for set in data/corpus_phone/dev data/asterisk/dev; do
+    for set in data/corpus_phone/dev data/asterisk/dev data/prose/dev; do
       read_set "$CAND" "$TAG" "$set"
       read_set models/default pair "$set"
     done
@@ -124,7 +130,9 @@ case "${1:-}" in
     ev data/asterisk/test.jsonl real_test
     ev data/asterisk/dev.jsonl real_dev
     ev data/corpus_phone/dev.jsonl phone_dev
+    ev data/prose/dev.jsonl prose_dev
+    ev data/prose/test.jsonl prose_test
     ev data/corpus/train.jsonl train200 --limit 200
     ;;
-  *) sed -n '2,17p' "$0"; exit 2 ;;
+  *) sed -n '2,21p' "$0"; exit 2 ;;
 esac

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,6 +118,45 @@ def test_script_label_is_the_scripts_text_widened_to_its_segment() -> None:
     got = label(hyp, index)
     assert not isinstance(got, str)
     assert (got.kind, got.text) == ("script", "i pulled when i should have pushed")
+
+
+def test_lines_equally_many_words_away_go_to_the_nearest_in_letters() -> None:
+    for records in (
+        [["Are you the same?"], ["Are you the fumigator?"]],
+        [["Are you the fumigator?"], ["Are you the same?"]],
+    ):
+        found = ScriptIndex(records).match(["are", "you", "the", "fumegator"])
+        assert found == (["are", "you", "the", "fumigator"], 0.25)
+
+
+_MATCH_TIES = """
+import json
+from corpus.importers.script_labels import ScriptIndex
+syllables = ["ka", "lo", "mi", "nu", "pe", "ro", "sa", "ti", "vu", "ze"]
+words = [x + y + z for x in syllables for y in syllables for z in syllables][:60]
+records, hyps = [], []
+for a, b, x in zip(words[0::3], words[1::3], words[2::3]):
+    records += [[a + " " + x], [x + " " + b]]  # each one edit from the hypothesis "a b"
+    hyps.append([a, b])
+index = ScriptIndex(records)
+print(json.dumps([index.match(h) for h in hyps]))
+"""
+
+
+def test_script_labels_do_not_follow_the_hash_seed() -> None:
+    """Two records tie for each hypothesis; every process must pick the same one (string
+    hashing, and so the order of a set of words, changes with PYTHONHASHSEED)."""
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", _MATCH_TIES],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(4)
+    }
+    assert len(outputs) == 1
 
 
 def test_pseudo_labels_only_when_confident() -> None:
