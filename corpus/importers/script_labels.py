@@ -183,6 +183,8 @@ class ScriptIndex:
         found = [_record_match(hyp, self.records[r]) for r in candidates]
         fewest = min(rate for _, rate in found)
         tied = [words for words, rate in found if rate == fewest]
+        if len(tied) == 1:
+            return tied[0], fewest
         # Lines equally many words away ("are you the fumigator", "are you the same" for
         # "are you the fumegator"): the one nearest in letters is the likelier line.
         heard = list(" ".join(hyp))
