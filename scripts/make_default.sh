@@ -440,13 +440,16 @@ case "${1:-}" in
     cp "${START:-models/default}"/punctuation.* "${OUT:-runs/realsoup3}/"
     # (config.json's provenance then says so by hand: fine_tuned_from, language_model, weights)
     ;;
-  realsoup4|realsoup6)
+  realsoup4|realsoup6|realsoup7|realsoup6_control)
     # stage 4 of the real-people campaign (2026-12-06): `RUN=runs/real4 INIT=models/default
     # LR=2e-4 BUDGET_S=3000 campaign.sh stage1` from realsoup3, then `RUN=runs/real4
     # CAND=runs/real4_bundle campaign.sh bundle`, averaged 1:1 with the network it started
     # from (START: models/default at e365189); the same steps as realsoup3. models/default
     # since stage 6: the stage 6 line of campaign.sh's header from realsoup4 (models/default
-    # at 763b58c), `bundle` into runs/real6_bundle, then the same steps
+    # at 763b58c), `bundle` into runs/real6_bundle, then the same steps. realsoup7 (not
+    # adopted): stage 7, the same line from realsoup6, bundled into runs/real7_bundle;
+    # realsoup6_control: stage 6's line without the teacher (runs/real6_control_bundle), START
+    # runs/realsoup4t (realsoup4)
     n=${1#realsoup}
     real_soup "runs/real${n}_bundle" "${START:-models/default}" "${OUT:-runs/realsoup$n}"
     cp "${START:-models/default}"/punctuation.* "${OUT:-runs/realsoup$n}/"
@@ -659,7 +662,7 @@ print(os.path.join(pocketsphinx.get_model_path(), "en-us", "en-us.lm.bin"))')
       --lm-name "general.binary=PocketSphinx 5.1.1's general US English trigram (en-us.lm.bin)"
     ;;
   *)
-    echo "usage: $0 data|corpus|people|realsoup|realsoup3|realsoup4|realsoup6|plans|text|text2|text3|text4|text5|text6|text7|kokoro-en|kokoro-mix|prose|teacher|mid|mid2|newtext|mix|mixsoup|gpusoup|mix5|light5|lightsoup|light6|light6soup|her|english|wide768x|wideenglish|finish|pair|lm|general|evaluate" >&2; exit 2
+    echo "usage: $0 data|corpus|people|realsoup|realsoup3|realsoup4|realsoup6|realsoup7|realsoup6_control|plans|text|text2|text3|text4|text5|text6|text7|kokoro-en|kokoro-mix|prose|teacher|mid|mid2|newtext|mix|mixsoup|gpusoup|mix5|light5|lightsoup|light6|light6soup|her|english|wide768x|wideenglish|finish|pair|lm|general|evaluate" >&2; exit 2
     ;;
 esac
 exit

@@ -6,9 +6,11 @@
 # end (experiments/gpu.md, call 8). detach.sh runs it past one call's limit.
 # A corpus larger than one call comes in several packs: earlier calls on the same warm machine
 # leave theirs in an ignored folder (stash_pack.sh), named in PACKS; every pack's *_train.jsonl
-# trains (asterisk's x8, or HER times), and dev is corpus_dev.jsonl, which one of them carries.
+# trains (asterisk's x8, or HER times; TIMES="queen_train=2 packs_train=4 ..." sets any
+# manifest's count by its packed name), and dev is DEV (default /tmp/data/corpus_dev.jsonl),
+# which one of them carries. The real-people recipe: experiments/real_people/README.md.
 # Usage (on the machine, from the repo root):
-#   [PACKS="runs/pack1 ..."] train_carried.sh CARRY_DIR BUDGET_S [train flags...]
+#   [PACKS="runs/pack1 ..."] [TIMES=...] [DEV=...] train_carried.sh CARRY_DIR BUDGET_S [train flags...]
 set -uo pipefail
 C=${1:?carry dir} BUDGET=${2:?budget seconds}; shift 2
 for p in ${PACKS:-}; do
@@ -24,12 +26,17 @@ for p in "$C/corpus" ${PACKS:-}; do
 done
 python3 scripts/device/carry_weights.py unpack "$C/init" /tmp/init || exit 1
 echo "unpacked in $(( $(date +%s) - t0 )) s"
+declare -A times=([asterisk_train]=${HER:-8})
+for kv in ${TIMES:-}; do times[${kv%%=*}]=${kv#*=}; done
 TRAIN=()
 for m in /tmp/data/*_train.jsonl; do
-  case $m in *asterisk_train.jsonl) TRAIN+=("$m*${HER:-8}") ;; *) TRAIN+=("$m") ;; esac
+  n=$(basename "$m" .jsonl)
+  TRAIN+=("$m*${times[$n]:-1}")
 done
+DEV=${DEV:-/tmp/data/corpus_dev.jsonl}
+[ -f "$DEV" ] || { echo "dev manifest $DEV is not in the packs"; exit 1; }
 echo "train: ${TRAIN[*]}"
-timeout $(( BUDGET + 150 )) python3 harken_cli.py train --train "${TRAIN[@]}" --dev /tmp/data/corpus_dev.jsonl \
+timeout $(( BUDGET + 150 )) python3 harken_cli.py train --train "${TRAIN[@]}" --dev "$DEV" \
   --out /tmp/run --init-from /tmp/init --device cuda --time-budget-s "$BUDGET" "$@" 2>&1 \
   | tr '\r' '\n' | grep -v '%|'
 echo "train exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 )) s"
