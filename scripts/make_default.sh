@@ -60,6 +60,9 @@
 #                                         # with the realsoup (models/default at 3f9e6c1)
 #   bash scripts/make_default.sh realsoup4 # stage 4 (campaign.sh stage1 from realsoup3)
 #                                         # averaged 1:1 with realsoup3 (models/default at e365189)
+#   bash scripts/make_default.sh realsoup6 # stage 6 (models/default since 8bb39db); realsoup7 and
+#                                         # realsoup6_control: stage 7 and stage 6's control
+#   bash scripts/make_default.sh wide_alone # the 3 x GRU 768 network alone: stage W1's start
 #
 # The second network (models/default/wide until 4cc9070, 3 x GRU 768; no longer shipped):
 #   bash scripts/make_default.sh wide768x # models/default at the her stage grown to 3 x GRU 768
@@ -459,6 +462,24 @@ case "${1:-}" in
     $H tune-lm --bundle "${OUT:-runs/realsoup$n}" --manifest data/corpus/dev.jsonl --trials 20 \
       --alpha 0.7 1.4 --beta 0.6 2.2
     ;;
+  wide_alone)
+    # the pair's second network (3 x GRU 768, models/default/wide at 4cc9070) as a bundle of
+    # its own, with models/default's LM, search and punctuator and no warps: stage W1's start
+    # (experiments/real_people/README.md, "A wider network")
+    O=${OUT:-runs/wide_alone}
+    mkdir -p "$O"
+    for f in CARD.md config.json model.safetensors; do
+      git show "4cc9070:models/default/wide/$f" >"$O/$f"
+    done
+    for f in decoder.json general.LICENSE general.binary general.unigrams.txt lm.binary \
+      unigrams.txt punctuation.json punctuation.safetensors; do cp "models/default/$f" "$O/"; done
+    .venv/bin/python - "$O/config.json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+doc["model"]["warp_factors"] = []
+open(sys.argv[1], "w").write(json.dumps(doc, indent=1) + "\n")
+PY
+    ;;
   light6soup)
     # models/default since the nineteenth session: light6's candidate (after `finish` with
     # RUN=runs/light6 B=runs/light6/candidate) averaged 1:1 with the bundle it started from
@@ -662,7 +683,7 @@ print(os.path.join(pocketsphinx.get_model_path(), "en-us", "en-us.lm.bin"))')
       --lm-name "general.binary=PocketSphinx 5.1.1's general US English trigram (en-us.lm.bin)"
     ;;
   *)
-    echo "usage: $0 data|corpus|people|realsoup|realsoup3|realsoup4|realsoup6|realsoup7|realsoup6_control|plans|text|text2|text3|text4|text5|text6|text7|kokoro-en|kokoro-mix|prose|teacher|mid|mid2|newtext|mix|mixsoup|gpusoup|mix5|light5|lightsoup|light6|light6soup|her|english|wide768x|wideenglish|finish|pair|lm|general|evaluate" >&2; exit 2
+    echo "usage: $0 data|corpus|people|realsoup|realsoup3|realsoup4|realsoup6|realsoup7|realsoup6_control|wide_alone|plans|text|text2|text3|text4|text5|text6|text7|kokoro-en|kokoro-mix|prose|teacher|mid|mid2|newtext|mix|mixsoup|gpusoup|mix5|light5|lightsoup|light6|light6soup|her|english|wide768x|wideenglish|finish|pair|lm|general|evaluate" >&2; exit 2
     ;;
 esac
 exit

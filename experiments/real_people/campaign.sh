@@ -15,6 +15,9 @@
 #                harken teacher --manifest data/games/queen/train.jsonl data/games/sky/train.jsonl \
 #                  data/packs/train.jsonl --out data/teacher_real; then stage 5's line with
 #                RUN=runs/real6 TEACHER=data/teacher_real (W, the loss's weight, 0.5)
+#       stage W1: the 3 x GRU 768 network (NET, the shape; models/default/wide at 4cc9070 as
+#                a bundle of its own): RUN=runs/realw1 INIT=runs/wide_alone \
+#                NET=scripts/net_mel_3x768.json LR=3e-4 BUDGET_S=3000 ... stage1
 #   bash experiments/real_people/campaign.sh bundle  # stage1's best weights + models/default's LM
 #   bash experiments/real_people/campaign.sh eval    # every dev/test set, harken and the peers
 #   bash experiments/real_people/campaign.sh decide  # CAND on real dev and TTS dev only (TAG)
@@ -70,7 +73,7 @@ case "${1:-}" in
     $H train --train data/games/queen/train.jsonl*"${QUEEN_TIMES:-2}" $SKY $PACKS \
       data/corpus/train.jsonl*"${CORPUS_TIMES:-1}" data/asterisk/train.jsonl*4 \
       --dev data/games/queen/dev.jsonl --out "$RUN" \
-      --init-from "${INIT:-models/default}" --model-config scripts/net_mel_3x512.json --device cpu \
+      --init-from "${INIT:-models/default}" --model-config "${NET:-scripts/net_mel_3x512.json}" --device cpu \
       --precision auto --batch-size 16 --lr "${LR:-3e-4}" --warmup-steps 100 --epochs 1000 \
       --time-budget-s "${BUDGET_S:-3600}" --workers 1 --checkpoint-every 200 --dev-every 500 \
       --strategy alternated --sortagrad false --ema-decay 0.998 --threads 2 \
@@ -134,5 +137,5 @@ case "${1:-}" in
     ev data/prose/test.jsonl prose_test
     ev data/corpus/train.jsonl train200 --limit 200
     ;;
-  *) sed -n '2,21p' "$0"; exit 2 ;;
+  *) sed -n '2,25p' "$0"; exit 2 ;;
 esac
