@@ -19,6 +19,9 @@
 #                a bundle of its own): RUN=runs/realw1 INIT=runs/wide_alone \
 #                NET=scripts/net_mel_3x768.json LR=3e-4 BUDGET_S=3000 ... stage1
 #   bash experiments/real_people/campaign.sh bundle  # stage1's best weights + models/default's LM
+#   OUT=runs/realsoupw2 bash experiments/real_people/campaign.sh soup runs/realw2_bundle \
+#       runs/wide_alone  # bundles of one shape averaged (BUNDLE*W weighs one W times); the
+#                        # config, LM, search and punctuator are the first bundle's
 #   bash experiments/real_people/campaign.sh eval    # every dev/test set, harken and the peers
 #   bash experiments/real_people/campaign.sh decide  # CAND on real dev and TTS dev only (TAG)
 #   bash experiments/real_people/campaign.sh baseline # models/default's per-utterance reports
@@ -86,6 +89,19 @@ case "${1:-}" in
       [ -f "$CAND/$f" ] || cp "models/default/$f" "$CAND/"
     done
     ;;
+  soup)
+    shift
+    .venv/bin/python - "$OUT" "$@" <<'PY'
+import sys
+from pathlib import Path
+
+sys.path.insert(0, "experiments/soup")
+from soup import soup
+
+out, specs = Path(sys.argv[1]), sys.argv[2:]
+soup(out, specs, base=Path(specs[0].partition("*")[0]))
+PY
+    ;;
   eval|decide)
     # the decision sets first (real dev, TTS dev), then the test beside the peers, then the
     # narrowband copy and her prompts (`decide`: the candidate on the decision sets only);
@@ -137,5 +153,5 @@ case "${1:-}" in
     ev data/prose/test.jsonl prose_test
     ev data/corpus/train.jsonl train200 --limit 200
     ;;
-  *) sed -n '2,25p' "$0"; exit 2 ;;
+  *) awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0"; exit 2 ;;
 esac
