@@ -112,16 +112,7 @@ cpu_stage() {
 # experiments/soup/soup.py); the config is the stage's (its provenance)
 #   STAGE_BUNDLE START OUT
 real_soup() {
-  .venv/bin/python - "$@" <<'PY'
-import sys
-from pathlib import Path
-
-sys.path.insert(0, "experiments/soup")
-from soup import soup
-
-stage, start, out = sys.argv[1:4]
-soup(Path(out), [stage, start], base=Path(stage))
-PY
+  .venv/bin/python experiments/soup/soup.py --base "$1" "$3" "$1" "$2"
 }
 
 # a light-preset CPU stage from models/default, frozen once into runs/NAME_init so that a

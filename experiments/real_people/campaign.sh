@@ -91,16 +91,8 @@ case "${1:-}" in
     ;;
   soup)
     shift
-    .venv/bin/python - "$OUT" "$@" <<'PY'
-import sys
-from pathlib import Path
-
-sys.path.insert(0, "experiments/soup")
-from soup import soup
-
-out, specs = Path(sys.argv[1]), sys.argv[2:]
-soup(out, specs, base=Path(specs[0].partition("*")[0]))
-PY
+    first=${1:?a bundle to average}
+    .venv/bin/python experiments/soup/soup.py --base "${first%%\**}" "$OUT" "$@"
     ;;
   eval|decide)
     # the decision sets first (real dev, TTS dev), then the test beside the peers, then the

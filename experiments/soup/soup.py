@@ -1,9 +1,10 @@
 """Average the weights of bundles of one network shape into a new bundle (a "model soup").
 
-Usage: python experiments/soup/soup.py OUT BUNDLE[*W] [BUNDLE[*W] ...]
+Usage: python experiments/soup/soup.py [--base BUNDLE] OUT BUNDLE[*W] [BUNDLE[*W] ...]
 
-The soup takes models/default's config, LM, decoder settings and speaker warps, so it is
-scored exactly as the shipped model is (`harken eval --bundle OUT ...`). `*W` weighs a
+The soup takes the base bundle's config, LM, decoder settings and speaker warps (models/default's
+unless --base names another, e.g. the first bundle when its shape is not the default's), so it
+is scored exactly as that bundle is (`harken eval --bundle OUT ...`). `*W` weighs a
 bundle W times. Integer tensors (none in today's networks) are taken from the first bundle.
 """
 
@@ -43,6 +44,10 @@ def soup(out: Path, specs: list[str], base: Path = Path("models/default")) -> No
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3:
+    args = sys.argv[1:]
+    base = Path("models/default")
+    if args[:1] == ["--base"] and len(args) > 1:
+        base, args = Path(args[1]), args[2:]
+    if len(args) < 2:
         raise SystemExit(__doc__)
-    soup(Path(sys.argv[1]), sys.argv[2:])
+    soup(Path(args[0]), args[1:], base=base)
