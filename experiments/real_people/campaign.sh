@@ -92,7 +92,7 @@ case "${1:-}" in
   soup)
     shift
     first=${1:?a bundle to average}
-    .venv/bin/python experiments/soup/soup.py --base "${first%%\**}" "$OUT" "$@"
+    .venv/bin/python experiments/soup/soup.py --base "${first%%\**}" "${OUT:?set OUT to the soup directory}" "$@"
     ;;
   eval|decide)
     # the decision sets first (real dev, TTS dev), then the test beside the peers, then the
