@@ -82,6 +82,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dev-prompts", type=int, default=asterisk.DEV_PROMPTS, help="asterisk: dev size"
     )
     parser.add_argument(
+        "--hypotheses",
+        type=Path,
+        help="queen, sky, packs: an earlier run's OUT/hypotheses.jsonl (or .jsonl.gz); its "
+        "clips are labelled from it instead of being heard by Whisper again",
+    )
+    parser.add_argument(
         "--test-minutes",
         type=float,
         default=games.TEST_MINUTES,
@@ -134,6 +140,12 @@ def _check_arguments(args: argparse.Namespace) -> None:
         raise PrepareError(f"--split {args.split!r}: use letters, digits, '-' and '_'")
     if args.out.exists() and not args.out.is_dir():
         raise PrepareError(f"--out {args.out} is a file, not a directory")
+    seed = getattr(args, "hypotheses", None)
+    if seed is not None:
+        if args.source not in ("queen", "sky", "packs"):
+            raise PrepareError(f"--hypotheses is for queen, sky and packs, not {args.source}")
+        if not seed.is_file():
+            raise PrepareError(f"--hypotheses {seed} is not a file")
 
 
 def _usable_items(args: argparse.Namespace, report: Report) -> list[Item]:

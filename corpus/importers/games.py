@@ -117,9 +117,11 @@ def _candidates(
 ) -> list[Candidate]:
     """Hear, label and split the clips; what cannot be labelled is counted in the report."""
     clips = clips[: args.limit] if args.limit else clips
-    transcribe = transcriber or whisper_transcriber()
     heard = hypotheses(
-        {c.key: str(c.path) for c in clips}, args.out / "hypotheses.jsonl", transcribe
+        {c.key: str(c.path) for c in clips},
+        args.out / "hypotheses.jsonl",
+        (lambda: transcriber) if transcriber else whisper_transcriber,
+        args.hypotheses,
     )
     labels: dict[str, Label] = {}
     for c in clips:

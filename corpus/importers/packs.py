@@ -123,9 +123,11 @@ def read_packs(
         _note_package(report, pkg, data, args.out)
         clips += got
     clips = clips[: args.limit] if args.limit else clips
-    transcribe = transcriber or whisper_transcriber(threads=args.workers)
     heard = hypotheses(
-        {c.key: str(c.path) for c in clips}, args.out / "hypotheses.jsonl", transcribe
+        {c.key: str(c.path) for c in clips},
+        args.out / "hypotheses.jsonl",
+        (lambda: transcriber) if transcriber else lambda: whisper_transcriber(threads=args.workers),
+        args.hypotheses,
     )
     labels: dict[str, Label] = {}
     for c in clips:

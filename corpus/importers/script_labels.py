@@ -15,6 +15,7 @@ output, so a stopped run resumes where it was.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from collections import defaultdict
@@ -55,15 +56,32 @@ Transcriber = Callable[[str], Hypothesis]  # audio path -> hypothesis (key fille
 
 
 def hypotheses(
-    clips: dict[str, str], cache: Path, transcribe: Transcriber, progress: bool = True
+    clips: dict[str, str],
+    cache: Path,
+    transcriber: Callable[[], Transcriber],
+    seed: Path | None = None,
+    progress: bool = True,
 ) -> dict[str, Hypothesis]:
     """Every clip's hypothesis (clip key -> audio path), reading the cache first and appending
-    each new one to it at once, so a stop loses at most one clip's work."""
+    each new one to it at once, so a stop loses at most one clip's work.
+
+    `seed` is an earlier run's cache (JSON Lines, optionally gzipped): its clips are copied in
+    rather than heard again, which turns hours of recognition on a fresh machine into seconds
+    and keeps the labels the same from one machine to the next. The recogniser is built only
+    when some clip is still unheard, so a complete seed needs no Whisper at all."""
     done = {h.key: h for h in _read_cache(cache)}
-    todo = [k for k in clips if k not in done]
     cache.parent.mkdir(parents=True, exist_ok=True)
     with cache.open("a", encoding="utf-8") as f:
+        if seed is not None:
+            for hyp in read_seed(seed, set(clips)):
+                if hyp.key not in done:
+                    f.write(json.dumps(asdict(hyp)) + "\n")
+                    done[hyp.key] = hyp
+            f.flush()
+        todo = [k for k in clips if k not in done]
+        transcribe = transcriber() if todo else None
         for n, key in enumerate(todo, 1):
+            assert transcribe is not None
             hyp = transcribe(clips[key])
             hyp = Hypothesis(key, hyp.text, hyp.avg_logprob, hyp.no_speech_prob,
                              hyp.compression_ratio)  # fmt: skip
@@ -73,6 +91,36 @@ def hypotheses(
             if progress and n % 200 == 0:
                 print(f"[labels] {n}/{len(todo)} clips heard", flush=True)
     return {k: done[k] for k in clips}
+
+
+def read_seed(path: Path, keys: set[str]) -> list[Hypothesis]:
+    """A seed file's hypotheses for these clips. Unlike the cache, which a stop may cut short,
+    a seed is given by hand, so a malformed line, or a file naming none of the clips (another
+    source's seed), is refused with the reason rather than silently heard again."""
+    try:
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        lines = raw.decode("utf-8").splitlines()
+    except (OSError, EOFError, gzip.BadGzipFile, UnicodeDecodeError) as e:
+        raise PrepareError(f"--hypotheses {path}: cannot read it: {e}") from None
+    out = []
+    for n, line in enumerate(lines, 1):
+        try:
+            hyp = Hypothesis(**json.loads(line))
+            if not isinstance(hyp.key, str) or not isinstance(hyp.text, str):
+                raise TypeError("key and text must be strings")
+            for v in (hyp.avg_logprob, hyp.no_speech_prob, hyp.compression_ratio):
+                if not isinstance(v, int | float):
+                    raise TypeError("the confidence figures must be numbers")
+        except (json.JSONDecodeError, TypeError) as e:
+            raise PrepareError(f"--hypotheses {path}, line {n}: not a hypothesis ({e})") from None
+        out.append(hyp)
+    mine = [h for h in out if h.key in keys]
+    if out and not mine:
+        raise PrepareError(
+            f"--hypotheses {path}: none of its {len(out)} clips is among this source's "
+            f"{len(keys)} (another source's file?)"
+        )
+    return mine
 
 
 def _read_cache(path: Path) -> list[Hypothesis]:

@@ -3,9 +3,10 @@
 # network fine-tuned from models/default's own network with them in the mix and band
 # augmentation, then read on real, narrowband and synthetic dev/test sets beside the peers.
 # Every step resumes: prepare keeps its hypotheses and WAVs, train its checkpoint.
-#   bash experiments/real_people/campaign.sh data    # games (~45 min of Whisper on 2 cores),
-#                                                    # TTS corpus, her prompts, prose, the five small
-#                                                    # packs (~12 min), narrowband copy
+#   bash experiments/real_people/campaign.sh data    # TTS corpus, her prompts, prose, the games
+#                                                    # and the five small packs (labelled from
+#                                                    # hypotheses/, Whisper's hearing of each
+#                                                    # clip), narrowband copy
 #   bash experiments/real_people/campaign.sh stage1  # BUDGET_S of training (default 3600 s);
 #       stage 2: RUN=runs/real2 INIT=runs/real1_bundle QUEEN_TIMES=1 LR=2e-4 P_LOWPASS=0.15 \
 #                P_PHONE=0.1 P_8BIT=0.05 BUDGET_S=2400 ... stage1
@@ -61,9 +62,15 @@ case "${1:-}" in
     [ -f data/corpus/dev.jsonl ] || bash scripts/make_default.sh corpus
     [ -f data/asterisk/dev.jsonl ] || $H prepare asterisk --out data/asterisk
     [ -f data/prose/dev.jsonl ] || bash scripts/make_default.sh prose
-    $H prepare queen --out data/games/queen
-    $H prepare sky --out data/games/sky
-    $H prepare packs --out data/packs --workers 1
+    # Whisper's hypotheses of every clip, kept in git (hypotheses/): the same labels on every
+    # machine, and minutes instead of two hours of recognition
+    seed() { if [ -f "$E/hypotheses/$1.jsonl.gz" ]; then echo "--hypotheses $E/hypotheses/$1.jsonl.gz"; fi; }
+    # shellcheck disable=SC2046  # seed's output is a flag and its value, or nothing
+    $H prepare queen --out data/games/queen $(seed queen)
+    # shellcheck disable=SC2046
+    $H prepare sky --out data/games/sky $(seed sky)
+    # shellcheck disable=SC2046
+    $H prepare packs --out data/packs --workers 1 $(seed packs)
     narrowband data/corpus/dev.jsonl data/corpus_phone
     narrowband data/corpus/test.jsonl data/corpus_phone
     ;;

@@ -5,6 +5,7 @@ drops counted by reason, whole voices per split, and 16 kHz output."""
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import zlib
 from pathlib import Path
@@ -227,6 +228,76 @@ def test_missing_or_empty_package_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(PrepareError, match=r"megaglest-data is missing: .*make setup-synth"):
         packs.read_packs(_args(whole, out), Report(), _fake)
     assert prepare.main(_args(tmp_path / "nowhere", out)) == 2
+
+
+def _rows(out: Path) -> dict[str, tuple[str, str | None, str]]:
+    """Clip -> (text, voice, split), for comparing two runs whose audio lies in other dirs."""
+    return {
+        u.audio.stem: (u.text, u.voice, split)
+        for split in packs.SPLITS
+        for u in read_manifest(out / f"{split}.jsonl")
+    }
+
+
+def _never_built(threads: int = 0) -> None:
+    raise AssertionError("a complete seed must not build the recogniser")
+
+
+def test_a_seed_labels_every_clip_without_the_recogniser(prepared: Path, tmp_path: Path) -> None:
+    seed = tmp_path / "packs_hypotheses.jsonl.gz"
+    seed.write_bytes(gzip.compress((prepared / "hypotheses.jsonl").read_bytes()))
+    root = _packages(tmp_path / "packs")
+    out = tmp_path / "out"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(packs, "whisper_transcriber", _never_built)
+        assert prepare.main(_args(root, out, "--hypotheses", str(seed))) == 0
+    assert _rows(out) == _rows(prepared)  # the same labels and the same splits
+    assert (out / "hypotheses.jsonl").read_text() == (prepared / "hypotheses.jsonl").read_text()
+
+
+def test_a_partial_seed_hears_only_the_rest(prepared: Path, tmp_path: Path) -> None:
+    lines = (prepared / "hypotheses.jsonl").read_text().splitlines()
+    seed = tmp_path / "half.jsonl"
+    seed.write_text("\n".join(lines[::2]) + "\n")
+    heard: list[str] = []
+
+    def counting(path: str) -> Hypothesis:
+        heard.append(path)
+        return _fake(path)
+
+    out = tmp_path / "out"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(packs, "whisper_transcriber", lambda threads=0: counting)
+        args = _args(_packages(tmp_path / "packs"), out, "--hypotheses", str(seed))
+        assert prepare.main(args) == 0
+    assert len(heard) == len(lines) - len(lines[::2])
+    assert _rows(out) == _rows(prepared)
+
+
+def test_a_bad_seed_is_a_clear_error(
+    prepared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _packages(tmp_path / "packs")
+    other = tmp_path / "queen.jsonl"
+    other.write_text(json.dumps({"key": "020001p1", "text": "hello", "avg_logprob": -0.1,
+                                 "no_speech_prob": 0.0, "compression_ratio": 1.0}) + "\n")  # fmt: skip
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text((prepared / "hypotheses.jsonl").read_text().splitlines()[0] + "\n{oops\n")
+    notgz = tmp_path / "plain.jsonl.gz"
+    notgz.write_text("not gzip")
+    cases = {
+        other: "none of its 1 clips is among this source's",
+        broken: "line 2: not a hypothesis",
+        notgz: "cannot read it",
+        tmp_path / "absent.jsonl": "is not a file",
+    }
+    for seed, reason in cases.items():
+        assert prepare.main(_args(root, tmp_path / "out", "--hypotheses", str(seed))) == 2
+        assert reason in capsys.readouterr().err
+    asterisk_args = _args(root, tmp_path / "out", "--hypotheses", str(other))
+    asterisk_args.source = "asterisk"
+    assert prepare.main(asterisk_args) == 2
+    assert "--hypotheses is for queen, sky and packs" in capsys.readouterr().err
 
 
 def test_pause_spans_cut_in_the_middle_of_pauses() -> None:
