@@ -140,7 +140,7 @@ def _check_arguments(args: argparse.Namespace) -> None:
         raise PrepareError(f"--split {args.split!r}: use letters, digits, '-' and '_'")
     if args.out.exists() and not args.out.is_dir():
         raise PrepareError(f"--out {args.out} is a file, not a directory")
-    seed = getattr(args, "hypotheses", None)
+    seed = args.hypotheses
     if seed is not None:
         if args.source not in ("queen", "sky", "packs"):
             raise PrepareError(f"--hypotheses is for queen, sky and packs, not {args.source}")
