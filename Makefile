@@ -22,4 +22,4 @@ test: setup-test
 	.venv/bin/python -m pytest -q
 
 bench-model: setup
-	.venv/bin/harken bench-model --out models/results
+	.venv/bin/harken bench-model --out results

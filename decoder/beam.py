@@ -57,7 +57,7 @@ NEG_INF = -np.inf
 # a stream's prefix tree is compacted once it holds this many nodes (about 7 s of speech at
 # a 768-wide beam), then at 4x the size that survived; experiments/beam.md. Three
 # quarters of the 65,536 nodes (16 MB) its capacity has doubled to by then, so that it
-# compacts before it must double again (decoder/results/stalls.md)
+# compacts before it must double again (experiments/decoder/stalls.md)
 COMPACT_MIN_NODES = 3 << 14
 
 
@@ -69,7 +69,7 @@ class DecoderConfig:
     beta: float = 1.0  # bonus per word (word LM, or no LM) or per character (character LM)
     # beams kept after each frame; 192 and a 10-point threshold: the beam fills with
     # spellings of unknown words, and a wider, tighter beam keeps the real words in it
-    # for a little more search time (decoder/results/gap.md). models/default's decoder.json
+    # for a little more search time (experiments/decoder/gap.md). models/default's decoder.json
     # asks for 768 within 12.5: a sharper network's search still lost words there, and the
     # wider beam finds them for a few ms of median latency (experiments/beam.md)
     beam_width: int = 192

@@ -9,7 +9,7 @@ Caching: each stream caches the LM score of every prefix it has built (decoder/p
 and nothing is cached across streams. A shared (state, token) cache was tried and taken out:
 it made a pass over TTS dev slower, not faster (KenLM's lookup costs less than the cache's
 misses), it grew to hundreds of MB in a long-running decoder process, and emptying it stalled
-whichever chunk filled it for about 90 ms (decoder/results/stalls.md). A `KenLM` object is
+whichever chunk filled it for about 90 ms (experiments/decoder/stalls.md). A `KenLM` object is
 read-only, so streams and threads share it freely.
 """
 

@@ -109,7 +109,7 @@ class PrefixTree:
         Without it the tree grows with every prefix ever kept: about 1 GB in 6 minutes of
         speech at a 768-wide beam. Node 0 stays the root. Done in place, keeping the
         capacity: new arrays would cost a stream's chunk tens of ms of page faults, and the
-        tree would only grow back (decoder/results/stalls.md)."""
+        tree would only grow back (experiments/decoder/stalls.md)."""
         keep = np.zeros(self.size, dtype=bool)
         keep[ROOT] = True
         mark_ancestors(self.ints, np.asarray(live, dtype=np.int64), keep)

@@ -37,7 +37,7 @@ def build_trie(keys: Iterable[str], alphabet: Alphabet) -> Trie:
     numbered in the order keys first reach them. Every decoder process builds its lexicons'
     at start (63,750 and 72,270 words for models/default), so the loop is kept lean: one dict
     lookup per character, the table filled in one numpy assignment (0.2 s a lexicon, from 1.1:
-    loadtest/results/warmup)."""
+    experiments/loadtest/warmup)."""
     ids = {symbol: alphabet.id_of(symbol) for symbol in alphabet.symbols}
     children: list[dict[int, int]] = [{}]
     parents: list[int] = []  # per node after the root: its parent, and the symbol into it

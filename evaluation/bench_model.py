@@ -427,7 +427,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--out",
         default="bench-out/model",
         help="directory for results.json/.md (`make bench-model` refreshes the shipped "
-        "figures in models/results)",
+        "figures in results/)",
     )
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--variants", type=_names, default=list(VARIANTS), help="of: 2d,1d")

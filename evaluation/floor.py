@@ -1,7 +1,7 @@
 """`harken floor`: the compute floor of one real-time stream on this CPU, and how many
 streams the model alone could hold (issue 19: the ceiling of concurrent streams).
 
-    harken floor --bundle models/default --out loadtest/results/floor
+    harken floor --bundle models/default --out experiments/loadtest/floor
     python -m evaluation.floor --bundle models/default --out DIR
 
 What it measures, into floor.json and floor.md:
@@ -68,7 +68,7 @@ CPU = torch.device("cpu")
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.formatter_class = argparse.ArgumentDefaultsHelpFormatter
     p.add_argument("--bundle", type=Path, default=DEFAULT_BUNDLE, help="model bundle dir")
-    p.add_argument("--out", type=Path, default=Path("loadtest/results/floor"), help="directory")
+    p.add_argument("--out", type=Path, default=Path("experiments/loadtest/floor"), help="directory")
     p.add_argument("--chunk-ms", type=_ints, default=[100, 160], help="audio per step, ms")
     p.add_argument("--batches", type=_ints, default=[1, 2, 4, 8, 16, 32], help="streams per step")
     p.add_argument(

@@ -2,7 +2,7 @@
 real-time streams (issue 19: the ceiling of concurrent streams on a small CPU).
 
     harken loadtest --profile --manifest M.jsonl --streams 20 --seconds 30 \
-        --serve-args="--max-streams 64" --out loadtest/results/profile
+        --serve-args="--max-streams 64" --out experiments/loadtest/profile
     harken loadtest --profile --url ws://127.0.0.1:8000 --server-pid PID --manifest M.jsonl \
         --streams 20 --seconds 30 --out DIR
 

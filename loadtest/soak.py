@@ -1,7 +1,7 @@
 """`harken loadtest --soak`: hours under load, with nothing lost (issue 19).
 
     harken loadtest --soak --manifest M.jsonl --streams 32 --soak-minutes 30 \
-        --serve-args="--max-streams 64" --note "idle machine" --out loadtest/results/soak
+        --serve-args="--max-streams 64" --note "idle machine" --out experiments/loadtest/soak
     harken loadtest --soak --url ws://HOST:PORT --server-pid PID --manifest M.jsonl ...
 
 `--streams` clients run for the whole time, each streaming manifest utterances one after

@@ -7,17 +7,17 @@ streaming steps 1.4-2.3x faster in bf16 than in fp32 at the batch sizes Batch Di
 kernels and is several times slower (`experiments/dtype.md`). One exception was
 measured: an Intel Xeon (family 6 model 207) whose AMX the hypervisor hides, showing
 AVX512-BF16 only, served 48 streams with about 30% higher latency in bf16 than in fp32
-(`loadtest/results/dtype_intel/`); AVX512-BF16 alone pays on AMD Zen 4.
+(`experiments/loadtest/dtype_intel/`); AVX512-BF16 alone pays on AMD Zen 4.
 
 int8 recurrent layers (`models/quantize.py`) beat both on the Xeon with AMX (family 6 model
 207): at 10 and 20 streams they halved the median latency against bf16 and cut p98 by a
-third, at the same WER (`loadtest/results/int8/`); the recurrence's weights, read at every
+third, at the same WER (`experiments/loadtest/int8/`); the recurrence's weights, read at every
 step, take a quarter of fp32's bytes. On AMD Zen 5 (family 26) the same held for the shipped
 pair of networks: at 10, 20 and 40 streams int8 cut the median and p98 by a third to a half
 against bf16, and for one network it was level (`experiments/ensemble.md`).
 On an AVX2-only AMD Zen 3 (family 25 model 1, no bf16 units) int8 served the pair at 10
 streams with half of fp32's median latency and at 20 streams where fp32 fell behind real time
-(`loadtest/results/int8_avx2/`): the step reads its weights in a quarter of the bytes through
+(`experiments/loadtest/int8_avx2/`): the step reads its weights in a quarter of the bytes through
 fbgemm's AVX2 kernels, a reason that holds on any AVX2 CPU without bf16 units, so those get
 int8 too. On AMD Zen 4 (family 25 model 17, AVX512-BF16) two side-by-side runs of one network
 found int8 faster than bf16 too: at 60 streams p98 252 against 761 ms, then 285 against 373
@@ -109,7 +109,7 @@ def resolve_dtype(
     if "amx_bf16" in units:
         return "int8", (
             "auto: int8 recurrent layers, on this CPU with AMX "
-            "(measured faster than bf16 and fp32 there: loadtest/results/int8)"
+            "(measured faster than bf16 and fp32 there: experiments/loadtest/int8)"
         )
     family = cpu_family() if family is None else family
     if units and vendor == "AuthenticAMD" and family >= ZEN4_FAMILY:
@@ -121,13 +121,13 @@ def resolve_dtype(
     if units == ["avx512_bf16"] and vendor == "GenuineIntel":
         return "fp32", (
             "auto: fp32, this Intel CPU shows AVX512-BF16 but no AMX "
-            "(bf16 measured slower there: loadtest/results/dtype_intel)"
+            "(bf16 measured slower there: experiments/loadtest/dtype_intel)"
         )
     if units:
         return "bf16", f"auto: bf16, this CPU has native bf16 units ({', '.join(units)})"
     if "avx2" in flags:
         return "int8", (
             "auto: int8 recurrent layers, on this AVX2 CPU without native bf16 units "
-            "(measured faster than fp32 there: loadtest/results/int8_avx2)"
+            "(measured faster than fp32 there: experiments/loadtest/int8_avx2)"
         )
     return "fp32", "auto: fp32, this CPU has neither native bf16 units nor AVX2"

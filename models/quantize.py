@@ -4,7 +4,7 @@ Why: a streaming server steps small batches (1-2 streams of five output frames a
 streams), where a step's cost is reading the recurrent weights, not arithmetic. torch's
 dynamically quantized GRU keeps them prepacked in int8 (a quarter of fp32's bytes) and runs
 such a step about 3x cheaper than fp32 or bf16 on the CPUs measured
-(`loadtest/results/xeon_amx_10streams/int8_step.md`). With one weight scale per output row
+(`experiments/loadtest/xeon_amx_10streams/int8_step.md`). With one weight scale per output row
 it reads both dev sets as fp32 does; one scale per matrix is too coarse for real speech,
 whose rows differ in range (`int8_eval/` there). Activations are quantized per call (one scale
 per input tensor), so a stream's numbers can differ slightly with the chunk and with the
@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from models.ds2 import DS2, RecurrentLayer
 
 # one int8 scale per output row of each weight matrix: one per matrix is too coarse for real
-# speech (loadtest/results/xeon_amx_10streams/README.md; its probe that swapped this for the
+# speech (experiments/loadtest/xeon_amx_10streams/README.md; its probe that swapped this for the
 # per-matrix qconfig is at commit f01ef29)
 WEIGHT_QCONFIG = torch.ao.quantization.per_channel_dynamic_qconfig
 

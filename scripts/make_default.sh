@@ -92,7 +92,7 @@ cd "$(dirname "$0")/.."
 H=${H:-.venv/bin/harken}  # H=echo prints the commands instead of running them
 RUN=${RUN:-runs/default}  # finish and pair read this run's export (RUN/bundle)
 B=${B:-models/default}  # finish/evaluate: a candidate can be built and measured elsewhere
-R=${R:-models/results}
+R=${R:-results}
 
 # a fine-tune on the CPU from a bundle, the cosine over a training-time budget, in bf16 where
 # the CPU runs it natively and fp32 elsewhere (`--precision auto`; PRECISION= overrides):
@@ -626,9 +626,9 @@ print(os.path.join(pocketsphinx.get_model_path(), "en-us", "en-us.lm.bin"))')
       --out $R/default_eval_real_test_speaker.json
     # a candidate beside the shipped model, utterance by utterance (paired bootstrap): how
     # much of a dev difference is noise (experiments/mix.md)
-    if [ "$R" != models/results ]; then
+    if [ "$R" != results ]; then
       for s in dev real_dev prose_dev; do
-        $H compare models/results/default_eval_$s.json $R/default_eval_$s.json \
+        $H compare results/default_eval_$s.json $R/default_eval_$s.json \
           --out $R/compare_$s.md
       done
     fi

@@ -56,7 +56,7 @@ class ServerConfig:
     # while the model lags (chunks wait on average more than load_wait_ms for their step),
     # live streams step in chunks of load_chunk_ms instead: fewer, bigger steps cut what every
     # step costs besides the model (dispatch, decoder calls, partials), which is what bounds
-    # the streams 2 cores hold (loadtest/results/ceiling). It is kept within chunk_ms..
+    # the streams 2 cores hold (experiments/loadtest/ceiling). It is kept within chunk_ms..
     # max_chunk_ms; 0 (or anything <= chunk_ms) keeps chunk_ms at any load.
     load_chunk_ms: int = 320
     load_wait_ms: float = 5.0

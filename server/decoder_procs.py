@@ -2,7 +2,7 @@
 
 The beam search's frame loops are compiled and release the GIL, but its LM lookups and
 per-frame driving are Python, so two decoder threads still decode slower than one
-(server/results/workers.md: 215 against 273 audio s/s) while two processes decode in
+(experiments/server/workers.md: 215 against 273 audio s/s) while two processes decode in
 parallel (395). The DecoderPool pairs each of its worker threads with one `DecoderProcess`
 (stream affinity and ordering stay the pool's); the thread blocks on its child's pipe, which
 releases the GIL. A stream's decoder state lives in its child, keyed by a stream id; the

@@ -321,7 +321,7 @@ async def _warm_when_idle(
     """`steps` one at a time on the model thread, each only while `idle()`: warm-up steps
     beside live streams took the model thread from them (10 streams from the moment of ready,
     on a 2-core Zen 3: p50 238 ms against 79 for a fully warmed server;
-    loadtest/results/warmup), while a shape first met under load only costs its compile."""
+    experiments/loadtest/warmup), while a shape first met under load only costs its compile."""
     started = time.perf_counter()
     try:
         for step in steps:

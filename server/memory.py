@@ -4,7 +4,7 @@ Under load the model step, features and sockets allocate and free many buffers o
 sizes from several threads. glibc's malloc keeps what is freed for reuse instead of returning
 it, so a busy server's resident size creeps up for hours without any leak: in a 30-minute
 soak the main process grew 12%, and `malloc_trim(0)` after a load put it back where it was
-before (loadtest/results/ceiling/README.md). The trimmer asks for that every few seconds.
+before (experiments/loadtest/ceiling/README.md). The trimmer asks for that every few seconds.
 And the garbage collector's pauses: `settle_heap` takes what start-up built out of its reach.
 """
 

@@ -12,14 +12,17 @@ ones, and `importlib.import_module` / `__import__` of a literal name. The rules:
 - `corpus` and `training` import `models` only; `evaluation` anything but `loadtest`;
 - `loadtest` talks to the server over the network: of ours it imports `server.protocol`
   (the message shapes) and nothing else;
-- nothing imports `harken_cli` (the top) or an experiment under a `results/` directory;
+- nothing imports `harken_cli` (the top), `experiments` or `results` (folders, not packages),
+  or anything under a `results/` directory;
 - plotting is the `plot` extra: matplotlib is no core dependency, serving never imports it,
-  and elsewhere only inside functions (importing a module never needs the extra).
+  and elsewhere only inside functions (importing a module never needs the extra);
+- no package holds a `results/` directory, committed or not.
 
-`results/` directories (`models/results/`, `loadtest/results/`, ...) hold only reports that the
-docs cite (the shipped default's figures, benchmark output), not code of the packages: they are
-left out of the graph, as is anything that may be added there. Experiments live in
-`experiments/`, outside the packages.
+An experiment's write-up, script and summary live outside the product packages, so that a
+reader of the serving path never meets them: the shipped default's per-set reports in
+`results/` (top level, beside RESULTS.md), everything else in `experiments/` (the load-test,
+decoder and server runs the docs cite in `experiments/loadtest/`, `decoder/`, `server/`). A
+tool that writes into a package's `results/` folder fails the last rule on the next test run.
 """
 
 from __future__ import annotations
@@ -35,7 +38,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("models", "decoder", "server", "corpus", "training", "evaluation", "loadtest")
 TOP_MODULES = ("harken_cli",)
-EXCLUDED_DIRS = frozenset({"results", "__pycache__"})  # experiment leftovers, not packages
+EXCLUDED_DIRS = frozenset({"__pycache__"})
+# top-level folders of the repository that are not packages: nothing may import them
+NOT_PACKAGES = ("experiments", "results")
 
 # What each package may import of ours besides itself: a package, or one module (and below)
 MAY_IMPORT: dict[str, frozenset[str]] = {
@@ -91,6 +96,16 @@ def source_files(root: Path, packages: Iterable[str], modules: Iterable[str]) ->
     return files
 
 
+def results_dirs(root: Path, packages: Iterable[str] = PACKAGES) -> list[str]:
+    """Every `results/` directory inside a package, at any depth (files git ignores count)."""
+    return sorted(
+        str(path.relative_to(root))
+        for pkg in packages
+        for path in (root / pkg).rglob("results")
+        if path.is_dir()
+    )
+
+
 class _Imports(ast.NodeVisitor):
     """Every import of one file, with the absolute names it asks for."""
 
@@ -136,7 +151,7 @@ def scan(
 ) -> dict[str, Module]:
     """Our modules by name, each with its imports of our code and of EXTRA_ONLY packages."""
     packages, modules = tuple(packages), tuple(modules)
-    ours = {*packages, *modules}
+    ours = {*packages, *modules, *NOT_PACKAGES}
     extra_only = {name for name, _, _ in EXTRA_ONLY}
     files = source_files(root, packages, modules)
     graph = {module_name(p, root): Module(module_name(p, root), p) for p in files}
@@ -178,8 +193,8 @@ def rule_violations(
         owner = _owner(mod.name)
         rel = str(mod.path.relative_to(root))
         for imp in mod.imports:
-            if "results" in imp.name.split("."):
-                problems.append(f"{mod.where(root, imp)}: imports an experiment under results/")
+            if _owner(imp.target) in NOT_PACKAGES or "results" in imp.name.split("."):
+                problems.append(f"{mod.where(root, imp)}: imports an experiment's output or script")
                 continue
             if _owner(imp.target) == owner:
                 continue
@@ -310,6 +325,15 @@ def test_no_import_cycles(graph: dict[str, Module]) -> None:
     assert not found, "\n".join(found)
 
 
+def test_no_package_holds_a_results_folder() -> None:
+    found = results_dirs(ROOT)
+    assert not found, (
+        "experiment output inside a product package (the shipped default's reports go to "
+        "results/, other runs to experiments/; move them and fix whatever wrote them there): "
+        + ", ".join(found)
+    )
+
+
 def test_plotting_is_an_extra(graph: dict[str, Module]) -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     core = " ".join(project["dependencies"])
@@ -339,12 +363,13 @@ def test_the_checker_finds_hidden_imports_and_cycles(tmp_path: Path) -> None:
             "    from models.b import B\n",
             "models/b.py": "def f():\n    from . import a\n",
             "models/c.py": "import importlib\nimportlib.import_module('server.x')\n",
-            "models/results/probe.py": "from server import x\n",  # left out
+            "models/results/probe.py": "",  # a results/ folder in a package
+            "loadtest/results/run1/report.md": "",  # and one without Python
             "server/__init__.py": "",
             "server/protocol.py": "",
             "server/x.py": "from models import c\nfrom training import t\n",
             "training/__init__.py": "",
-            "training/t.py": "",
+            "training/t.py": "from experiments.soup import soup\nimport results\n",
             "loadtest/__init__.py": "",
             "loadtest/run.py": "from server.protocol import Final\nfrom server import x\n",
             "loadtest/plots.py": "import matplotlib.pyplot as plt\n",
@@ -352,14 +377,18 @@ def test_the_checker_finds_hidden_imports_and_cycles(tmp_path: Path) -> None:
             "server/page.py": "def plot():\n    import matplotlib\n",
         },
     )
-    graph = scan(tmp_path, ("models", "server", "training", "loadtest"), ())
-    assert "models.results.probe" not in graph
+    packages = ("models", "server", "training", "loadtest")
+    assert results_dirs(tmp_path, packages) == ["loadtest/results", "models/results"]
+    graph = scan(tmp_path, packages, ())
     problems, _ = rule_violations(graph, tmp_path, pending={})
     assert problems == [
         "models/c.py:2: `importlib.import_module('server.x')`: models may import nothing else "
         "of ours; not server.x",
         "server/x.py:2: `from training import t`: server may import decoder, models; "
         "not training.t",
+        "training/t.py:1: `from experiments.soup import soup`: imports an experiment's output "
+        "or script",
+        "training/t.py:2: `import results`: imports an experiment's output or script",
         "loadtest/run.py:2: `from server import x`: loadtest may import server.protocol; "
         "not server.x",
     ]

@@ -8,7 +8,7 @@
 # network / wide/ network, or - to keep the shipped one; SHARE: the wide network's share. Copies
 # models/default to runs/OUT, evaluates data/corpus, data/asterisk and (once built) data/prose
 # dev with the beam, and writes paired comparisons against
-# models/results/default_eval_{dev,real_dev,prose_dev}.json to runs/OUT_cmp_{corpus,asterisk,prose}.md.
+# results/default_eval_{dev,real_dev,prose_dev}.json to runs/OUT_cmp_{corpus,asterisk,prose}.md.
 # ALONE=1 reads the first network alone (`--ensemble false`, the search settings the bundle
 # keeps for it) and writes no comparisons (the shipped files are the pair's); THREADS (2) the
 # evaluation's threads.
@@ -51,11 +51,11 @@ for s in "${sets[@]}"; do
     ${ALONE:+--ensemble false} --out "runs/${out}_$s.json" >/dev/null
 done
 [ -n "${ALONE:-}" ] && exit 0
-.venv/bin/harken compare models/results/default_eval_dev.json "runs/${out}_corpus.json" \
+.venv/bin/harken compare results/default_eval_dev.json "runs/${out}_corpus.json" \
   --out "runs/${out}_cmp_corpus.md"
-.venv/bin/harken compare models/results/default_eval_real_dev.json "runs/${out}_asterisk.json" \
+.venv/bin/harken compare results/default_eval_real_dev.json "runs/${out}_asterisk.json" \
   --out "runs/${out}_cmp_asterisk.md"
 if [ -f "runs/${out}_prose.json" ]; then
-  .venv/bin/harken compare models/results/default_eval_prose_dev.json "runs/${out}_prose.json" \
+  .venv/bin/harken compare results/default_eval_prose_dev.json "runs/${out}_prose.json" \
     --out "runs/${out}_cmp_prose.md"
 fi

@@ -26,7 +26,7 @@
 #   bash experiments/real_people/campaign.sh eval    # every dev/test set, harken and the peers
 #   bash experiments/real_people/campaign.sh decide  # CAND on real dev and TTS dev only (TAG)
 #   bash experiments/real_people/campaign.sh baseline # models/default's per-utterance reports
-#                                                     # (models/results, not committed)
+#                                                     # (results/, not committed)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 H=${H:-.venv/bin/harken}
@@ -134,12 +134,12 @@ case "${1:-}" in
     done
     ;;
   baseline)
-    # models/default on every set its figures name, into models/results: the Markdown
+    # models/default on every set its figures name, into results/: the Markdown
     # summaries are committed, the per-utterance JSON beside them (what `harken compare` and
     # `decide`'s comparisons read) is not, so a fresh checkout remakes it here (~15 min)
     ev() {  # MANIFEST NAME [more flags]
       $H eval --bundle models/default --manifest "$1" --beam --dtype "${DTYPE:-bf16}" "${@:3}" \
-        --out "models/results/default_eval_$2.json"
+        --out "results/default_eval_$2.json"
     }
     ev data/games/queen/dev.jsonl queen_dev
     ev data/corpus/dev.jsonl dev

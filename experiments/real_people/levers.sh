@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Three levers beside the network (issue 81, 2026-12-06), each read against models/default's
-# per-utterance reports (`campaign.sh baseline` writes them into models/results):
+# per-utterance reports (`campaign.sh baseline` writes them into results/):
 #   bash experiments/real_people/levers.sh real-lm   # the real clips' train transcripts as a
 #                                                    # third LM mixed into the search
 #   bash experiments/real_people/levers.sh warps     # warped copies averaged, one network
@@ -22,7 +22,7 @@ read_dev() {  # BUNDLE TAG SET...: SET is queen_dev, dev (TTS) or real_dev (her)
   for s in "$@"; do
     $H eval --bundle "$b" --manifest "${manifest[$s]}" --beam --dtype bf16 \
       --out "$O/${s}_$tag.json" >/dev/null
-    echo "$tag $s $($H compare "models/results/default_eval_$s.json" "$O/${s}_$tag.json" \
+    echo "$tag $s $($H compare "results/default_eval_$s.json" "$O/${s}_$tag.json" \
       | grep 'beam | WER')"
   done
 }
