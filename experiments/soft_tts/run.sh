@@ -6,6 +6,8 @@
 #   bash experiments/soft_tts/run.sh targets          # the pair's log-probs on data/corpus/train
 #   ARM=control bash experiments/soft_tts/run.sh train &
 #   ARM=soft bash experiments/soft_tts/run.sh train &
+#   bash experiments/soft_tts/run.sh read           # both arms' best, raw and 1:1 with models/default,
+#                                                  # beside models/default on Queen dev and TTS dev
 # Each arm resumes from its checkpoint when run again.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,5 +34,35 @@ case "${1:-}" in
       --strategy alternated --sortagrad false --ema-decay 0.998 --threads "${THREADS:-1}" \
       --augment-preset light --p-lowpass 0.25 --p-telephone 0.15 --p-8bit 0.1 "${SOFT[@]}"
     ;;
-  *) sed -n '2,9p' "$0"; exit 2 ;;
+  read)
+    # fp32 (bf16 is emulated, so slow, on a CPU without it); every bundle in the same run
+    O=runs/soft_eval
+    mkdir -p "$O"
+    for a in control soft; do
+      RUN=runs/soft_$a CAND=runs/soft_${a}_bundle bash experiments/real_people/campaign.sh bundle
+      [ -d runs/softsoup_$a ] || OUT=runs/softsoup_$a bash experiments/real_people/campaign.sh soup \
+        runs/soft_${a}_bundle models/default
+    done
+    for b in models/default runs/soft_control_bundle runs/soft_soft_bundle runs/softsoup_control \
+      runs/softsoup_soft; do
+      n=$(basename "$b")
+      for set in data/games/queen/dev data/corpus/dev; do
+        s=$(basename "$(dirname "$set")")_$(basename "$set")
+        [ -f "$O/${n}_$s.json" ] || .venv/bin/harken eval --bundle "$b" --manifest "$set.jsonl" \
+          --beam --dtype "${DTYPE:-fp32}" --out "$O/${n}_$s.json" > /dev/null
+      done
+    done
+    for n in soft_control_bundle soft_soft_bundle softsoup_control softsoup_soft; do
+      for s in queen_dev corpus_dev; do
+        echo "== $n against models/default, $s"
+        .venv/bin/harken compare "$O/default_$s.json" "$O/${n}_$s.json" | tail -3
+      done
+    done
+    for s in queen_dev corpus_dev; do
+      echo "== soft against control, $s (raw, then soups)"
+      .venv/bin/harken compare "$O/soft_control_bundle_$s.json" "$O/soft_soft_bundle_$s.json" | tail -3
+      .venv/bin/harken compare "$O/softsoup_control_$s.json" "$O/softsoup_soft_$s.json" | tail -3
+    done
+    ;;
+  *) sed -n '2,11p' "$0"; exit 2 ;;
 esac
