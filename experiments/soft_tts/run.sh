@@ -8,10 +8,15 @@
 #   ARM=soft bash experiments/soft_tts/run.sh train &
 #   bash experiments/soft_tts/run.sh read           # both arms' best, raw and 1:1 with models/default,
 #                                                  # beside models/default on Queen dev and TTS dev
-# Each arm resumes from its checkpoint when run again.
+# Each arm resumes from its checkpoint when run again. The KL term on the output (training/
+# distill.py SoftTargets, kind "log_probs" targets) was not adopted and left the product: `train`
+# runs the trainer of commit a5d7a93, which has it, in a worktree (both arms, so that the only
+# difference between them is the term).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-PY=${PY:-.venv/bin/python}
+ROOT=$PWD
+PY=${PY:-$ROOT/.venv/bin/python}
+WT=${WT:-/tmp/harken_a5d7a93}
 case "${1:-}" in
   targets)
     mkdir -p runs/pair
@@ -24,11 +29,15 @@ case "${1:-}" in
     ARM=${ARM:?control or soft}
     SOFT=()
     [ "$ARM" = soft ] && SOFT=(--teacher data/soft_pair --distill-weight "${W:-1}")
+    [ -d "$WT" ] || git worktree add -f "$WT" a5d7a93
+    ln -sfn "$ROOT/data" "$WT/data"
+    ln -sfn "$ROOT/runs" "$WT/runs"
+    cd "$WT"
     PYTHONPATH=. $PY harken_cli.py train \
       --train data/games/queen/train.jsonl*2 data/games/sky/train.jsonl data/packs/train.jsonl*4 \
       data/corpus/train.jsonl data/asterisk/train.jsonl*4 \
       --dev data/games/queen/dev.jsonl --out "runs/soft_$ARM" \
-      --init-from "${INIT:-models/default}" --model-config scripts/net_mel_3x512.json --device cpu \
+      --init-from "${INIT:-$ROOT/models/default}" --model-config scripts/net_mel_3x512.json --device cpu \
       --precision auto --batch-size 16 --lr "${LR:-2e-4}" --warmup-steps 100 --epochs 1000 \
       --time-budget-s "${BUDGET_S:-3000}" --workers 1 --checkpoint-every 100 --dev-every 500 \
       --strategy alternated --sortagrad false --ema-decay 0.998 --threads "${THREADS:-1}" \
