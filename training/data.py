@@ -100,9 +100,7 @@ class SpeechDataset(Dataset[Example]):
         s, hop_ms = self.cfg.time_stride, self.cfg.features.hop_ms
         n_out = -(-n_frames // s)
         found = self.cfg.teacher.get(self.utterances[index].audio)
-        if found is None or (self.cfg.teacher.kind == "log_probs" and abs(stretch - 1) > 1e-3):
-            # a speed-perturbed copy's frames would read the teacher's peaked distributions
-            # between spikes (dropping or doubling characters): it gets no targets
+        if found is None:
             return torch.full((n_out, self.cfg.teacher.dim), float("nan"))
         aligned = align(found, n_out, 1000.0 / (hop_ms * s), self.cfg.teacher.rate_hz, stretch)
         return torch.from_numpy(aligned)

@@ -9,8 +9,6 @@ stays is hidden state shaped by a teacher that has heard far more voices than ou
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -51,51 +49,3 @@ class Distillation:
 
     def describe(self) -> str:
         return f"{self.teacher.name}, cosine on the row-conv output, weight {self.weight:g}"
-
-
-def soft_losses(student: Tensor, teacher: Tensor, out_lengths: Tensor) -> Tensor:
-    """Per-utterance KL(teacher || student) [B] summed over frames that have a target (rows
-    that are NaN, and frames past an utterance's length, add nothing). Both are log-probs
-    [B, T', V]; summed like CTC's loss, so a weight near 1 gives both terms a similar scale."""
-    t = min(student.shape[1], teacher.shape[1])
-    s, q = student[:, :t].float(), teacher[:, :t]
-    have = ~torch.isnan(q).any(-1)
-    have &= torch.arange(t, device=q.device)[None, :] < out_lengths[:, None]
-    q = torch.nan_to_num(q, nan=0.0)
-    per_frame = (q.exp() * (q - s)).sum(-1)
-    return (per_frame * have).sum(1)
-
-
-class _OwnOutput(torch.nn.Module):
-    """The model's own output layer as a head, holding no parameters of its own: the KL term
-    trains the served layer, and the optimiser already has its weights."""
-
-    def __init__(self, head: Callable[[Tensor], Tensor]) -> None:
-        super().__init__()
-        self._head = [head]  # a list, so that the layer's parameters are not registered twice
-
-    def forward(self, r: Tensor) -> Tensor:
-        return self._head[0](r)
-
-
-class SoftTargets:
-    """A bundle's per-frame output distributions as targets (knowledge distillation, Hinton et
-    al. 2015): KL(teacher || student) on the utterances that have them, beside CTC on all.
-    Computed once on clean audio (experiments/soft_tts/targets.py), so a step costs no
-    teacher forward; speed-perturbed copies get none (data.py)."""
-
-    key = "soft_head"
-    log_key = "soft_loss"
-    record = "distillation"
-
-    def __init__(self, teacher: TeacherTargets, head: Callable[[Tensor], Tensor], weight: float):
-        self.teacher, self.weight = teacher, weight
-        self.head = _OwnOutput(head)
-
-    def losses(self, out: Tensor, out_lengths: Tensor, batch: Batch) -> Tensor:
-        if batch.teacher is None:
-            raise ValueError("a distilling run got a batch without teacher targets")
-        return soft_losses(out, batch.teacher.to(out.device), out_lengths)
-
-    def describe(self) -> str:
-        return f"{self.teacher.name}, KL on the output distributions, weight {self.weight:g}"

@@ -122,11 +122,6 @@ class TeacherTargets:
             raise ValueError(f"{root} holds no teacher targets (index.json: {e})") from None
         self.root, self.dim, self.rate_hz = root, int(index["dim"]), float(index["rate_hz"])
         self.name = str(index.get("teacher", "a teacher"))
-        # "encoder": a teacher's hidden frames (distill.py's cosine); "log_probs": a bundle's
-        # per-frame output distributions at our own frame rate (a KL term on our output)
-        self.kind = str(index.get("kind", "encoder"))
-        if self.kind not in ("encoder", "log_probs"):
-            raise ValueError(f"{root}: unknown teacher kind {self.kind!r}")
         self.rows: dict[str, tuple[int, int]] = {k: (o, n) for k, (o, n) in index["rows"].items()}
         self.mean = np.asarray(index["mean"], dtype=np.float32)
         self.std = np.asarray(index["std"], dtype=np.float32)

@@ -45,7 +45,7 @@ from models.precision import bf16_units
 from training.augment import AUGMENT_PRESETS, AugmentConfig
 from training.batching import BatchConfig, BatchSampler
 from training.data import Batch, DataConfig, SpeechDataset, collate, load_audio, worker_init
-from training.distill import Distillation, SoftTargets
+from training.distill import Distillation
 from training.extra_loss import ExtraLoss, WithHeads
 from training.grow import widen
 from training.pause import PauseClock
@@ -334,12 +334,8 @@ class Trainer:
         if self.teacher is not None:
             if not self.teacher.covers(train):
                 raise ValueError(f"{cfg.teacher} has targets for none of the training audio")
-            extra: ExtraLoss
-            if self.teacher.kind == "log_probs":
-                extra = SoftTargets(self.teacher, self.model.head, cfg.distill_weight)
-            else:
-                extra = Distillation(self.teacher, model_cfg.rnn_hidden, cfg.distill_weight)
-            self.extra_losses.append(extra)
+            distill = Distillation(self.teacher, model_cfg.rnn_hidden, cfg.distill_weight)
+            self.extra_losses.append(distill)
         for extra in self.extra_losses:
             extra.head.to(self.dist.device)
         self.extra_logged: dict[str, float] = {}  # each extra loss's last step's mean

@@ -27,7 +27,7 @@ from tests.training.test_train import (
 from training.augment import SAMPLE_RATE, AugmentConfig
 from training.batching import BatchConfig
 from training.data import Batch, DataConfig, SpeechDataset, collate
-from training.distill import distill_losses, soft_losses
+from training.distill import distill_losses
 from training.export import export
 from training.teacher import (
     FRAME_SAMPLES,
@@ -199,84 +199,3 @@ def test_whisper_targets_of_a_packed_utterance_match_it_encoded_alone(tmp_path: 
     alone = (alone[: len(second)] - targets.mean) / targets.std
     cos = (alone * second).sum(1) / np.linalg.norm(alone, axis=1) / np.linalg.norm(second, axis=1)
     assert cos.mean() > 0.6, cos.mean()
-
-
-# -- soft targets: a bundle's per-frame output distributions (kind "log_probs") -----------
-
-
-def write_log_probs(root: Path, utts: list[Utterance], seed: int = 0) -> Path:
-    """Targets of kind "log_probs" at the model's output rate: one random distribution over
-    the alphabet per file, repeated over its output frames."""
-    rng = np.random.default_rng(seed)
-    out = root / "soft"
-    out.mkdir()
-    dim, stride = MODEL.vocab_size, MODEL.time_stride
-    rows, frames, offset = {}, [], 0
-    for u in utts:
-        n_feats = 1 + (int(round((u.duration or 0) * SAMPLE_RATE)) - 320) // 160
-        n = -(-n_feats // stride)
-        logits = rng.standard_normal((1, dim)) * 2
-        lp = logits - np.log(np.exp(logits).sum())
-        frames.append(np.repeat(lp, n, axis=0))
-        rows[str(u.audio)] = (offset, n)
-        offset += n
-    np.concatenate(frames).astype(np.float16).tofile(out / "frames.f16")
-    index = {"kind": "log_probs", "dim": dim, "rate_hz": 1000.0 / (10.0 * stride),
-             "mean": [0.0] * dim, "std": [1.0] * dim, "rows": rows}  # fmt: skip
-    (out / "index.json").write_text(json.dumps(index))
-    return out
-
-
-def test_the_kl_term_is_zero_on_its_targets_and_reads_only_frames_with_one() -> None:
-    torch.manual_seed(0)
-    teacher = torch.log_softmax(torch.randn(2, 8, 5), -1)
-    teacher[1, 6:] = float("nan")  # no target there
-    lengths = torch.tensor([5, 8])
-    same = soft_losses(teacher.nan_to_num(), teacher, lengths)
-    assert torch.allclose(same, torch.zeros(2), atol=1e-5)
-    other = torch.log_softmax(torch.randn(2, 8, 5), -1)
-    kl = soft_losses(other, teacher, lengths)
-    assert (kl > 0).all()
-    moved = other.clone()
-    moved[0, 5:] = torch.log_softmax(torch.randn(3, 5), -1)  # past utterance 0's length
-    moved[1, 6:] = torch.log_softmax(torch.randn(2, 5), -1)  # where utterance 1 has no target
-    assert torch.allclose(soft_losses(moved, teacher, lengths), kl, atol=1e-5)
-
-
-def test_speed_perturbed_copies_get_no_output_targets(tmp_path: Path) -> None:
-    """Resampling peaked distributions would drop or double characters: a perturbed copy
-    gets none, an unperturbed one gets the teacher's frames one for one."""
-    utts = make_corpus(tmp_path, 4)
-    teacher = TeacherTargets(write_log_probs(tmp_path, utts))
-    for p_speed, has in ((1.0, False), (0.0, True)):
-        aug = AugmentConfig(p_speed=p_speed, speed=(0.8, 1.2))
-        ds = SpeechDataset(utts, DataConfig(MODEL.features, aug, 0, teacher, MODEL.time_stride))
-        batch = collate([ds[i] for i in range(4)])
-        _, n_out = DS2(MODEL)(batch.feats, batch.feat_lengths)
-        assert batch.teacher is not None
-        for i in range(4):
-            got = batch.teacher[i, : int(n_out[i])]
-            assert (not torch.isnan(got).any()) if has else torch.isnan(got).all()
-            if has:
-                assert torch.allclose(got, torch.from_numpy(teacher.get(utts[i].audio)), atol=1e-6)
-
-
-class SoftDistilling(Recording):
-    """Also records each step's KL term."""
-
-    def train_step(self, batch: Batch) -> float:
-        loss = super().train_step(batch)
-        self.soft = [*getattr(self, "soft", []), self.extra_logged["soft_loss"]]
-        return loss
-
-
-def test_a_soft_target_run_learns_its_teachers_distributions(tmp_path: Path) -> None:
-    utts = make_corpus(tmp_path, 4)
-    targets = str(write_log_probs(tmp_path, utts[:3]))  # the fourth has none: CTC alone
-    cfg = train_config(epochs=100, max_steps=12, augment=False, teacher=targets, distill_weight=5.0)
-    trainer = SoftDistilling(MODEL, cfg, BatchConfig(batch_size=4), utts, [], tmp_path / "run")
-    trainer.fit()
-    assert np.mean(trainer.soft[-3:]) < 0.8 * np.mean(trainer.soft[:3])  # CTC pulls the other way
-    bundle = load_bundle(export(trainer, tmp_path / "bundle", "train.jsonl"))
-    assert set(bundle.state_dict()) == set(DS2(MODEL, folded=True).state_dict())
-    assert "KL on the output distributions" in str(bundle.provenance["distillation"])
