@@ -45,6 +45,7 @@ if ((${#need_apt[@]})); then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
+  $SUDO apt-get clean  # the downloaded .debs (over a GB for --test) are not needed again
 fi
 
 if [ ! -x .venv/bin/python ]; then
@@ -117,10 +118,23 @@ if [ ! -f "$RH/bin/rhsay.exe" ] || [ corpus/rhvoice/rhsay.c -nt "$RH/bin/rhsay.e
   echo "[setup] RHVoice: compiling corpus/rhvoice/rhsay.c"
   x86_64-w64-mingw32-gcc -O2 -Wall -o "$RH/bin/rhsay.exe" corpus/rhvoice/rhsay.c
 fi
-if [ ! -f "$RH/wineprefix/system.reg" ]; then
-  echo "[setup] RHVoice: initialising its wine prefix (once: ~15 s, ~700 MB)"
-  (export WINEPREFIX="$PWD/$RH/wineprefix" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
-   /usr/lib/wine/wine64 wineboot --init && /usr/lib/wine/wineserver -w)
+# A minimal wine prefix, under 1 MB: wineboot's full one copies every builtin DLL (about
+# 700 MB, and a disk short of that fails the whole set-up). rhsay.exe needs only the C: and Z: drives and the
+# builtins in system32, here as symlinks to Debian's; "disable" in .update-timestamp keeps wine
+# from running wineboot over it. Its output is byte-identical to a full prefix's.
+WP="$RH/wineprefix"
+WINE_PE=/usr/lib/x86_64-linux-gnu/wine/x86_64-windows
+if [ "$(cat "$WP/.update-timestamp" 2>/dev/null)" != disable ] \
+    || [ ! -e "$WP/drive_c/windows/system32/kernel32.dll" ]; then
+  echo "[setup] RHVoice: a minimal wine prefix (symlinks to $WINE_PE)"
+  test -f "$WINE_PE/kernel32.dll" \
+    || { echo "[setup] wine64's builtin DLLs are not in $WINE_PE" >&2; exit 1; }
+  rm -rf "$WP"
+  mkdir -p "$WP/dosdevices" "$WP/drive_c/windows/system32"
+  ln -s ../drive_c "$WP/dosdevices/c:"
+  ln -s / "$WP/dosdevices/z:"
+  ln -s "$WINE_PE"/* "$WP/drive_c/windows/system32/"
+  echo disable > "$WP/.update-timestamp"
 fi
 
 # CSTR's rab diphones (Roger, a British RP man; a permissive licence) from Debian's contrib
