@@ -33,7 +33,9 @@ mates = [rng.sample([j for j in range(n) if j != i], 7) for i in range(n)]
 
 for dtype in ("int8", "fp32"):
     model = load_networks(bundle, dtype=torch.float32 if dtype == "fp32" else dtype)
-    feats = [torch.from_numpy(featurize(load_audio(str(u.audio)), model.config.features)) for u in utts]
+    feats = [
+        torch.from_numpy(featurize(load_audio(str(u.audio)), model.config.features)) for u in utts
+    ]
     alone, batched, gap = [], [], []
     with torch.inference_mode():
         for i in range(n):
@@ -47,14 +49,16 @@ for dtype in ("int8", "fp32"):
             alone.append(a)
             batched.append(b)
             gap.append(float(np.abs(np.exp(a) - np.exp(b)).max()))
-    decoder = load_decoder(bundle, Alphabet.from_list(model.config.alphabet), model.config.frame_seconds)
+    decoder = load_decoder(
+        bundle, Alphabet.from_list(model.config.alphabet), model.config.frame_seconds
+    )
     ta = [decoder.decode(a)[0].text for a in alone]
     tb = [decoder.decode(b)[0].text for b in batched]
     refs = [u.text for u in utts]
-    differ = sum(x != y for x, y in zip(ta, tb))
+    differ = sum(x != y for x, y in zip(ta, tb, strict=True))
     print(
         f"{dtype}: {n} utterances; transcripts that differ alone vs batched: {differ}; "
         f"largest per-frame probability gap median {np.median(gap):.4f}, max {max(gap):.4f}; "
-        f"beam WER alone {wer(zip(refs, ta)).rate:.4f}, batched {wer(zip(refs, tb)).rate:.4f}",
+        f"beam WER alone {wer(zip(refs, ta, strict=True)).rate:.4f}, batched {wer(zip(refs, tb, strict=True)).rate:.4f}",
         flush=True,
     )
