@@ -35,6 +35,10 @@ def test_a_trie_finds_its_keys_and_nothing_else(keys: list[str], probes: list[st
         assert (end >= 0 and bool(trie.ends[end])) == (probe in spellable)
     prefixes = {k[:i] for k in spellable for i in range(1, len(k) + 1)}
     assert trie.nodes == 1 + len(prefixes)  # the root and one node per distinct prefix
+    for prefix in prefixes:  # smear_max relies on the levels: a prefix of d symbols is at d
+        depth = len(prefix)
+        assert trie.levels[depth - 1] <= walk(trie, prefix) < trie.levels[depth]
+    assert trie.levels[-1] == trie.nodes
     assert (trie.next[-1] == -1).all() and not trie.ends[-1]  # the dead state stays dead
 
 
