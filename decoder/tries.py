@@ -28,7 +28,7 @@ class Trie:
     next: I32  # [nodes + 1, V]; the last row is all -1 (the dead state)
     ends: npt.NDArray[np.bool_]  # [nodes + 1]; ends[-1] is False
     key_of: dict[int, int]  # end node -> index of the key (in the input order) ending there
-    levels: tuple[int, ...] = (1,)  # first node of each depth from 1, then the node count
+    levels: tuple[int, ...]  # first node of each depth from 1, then the node count
 
     @property
     def nodes(self) -> int:
@@ -43,7 +43,9 @@ def build_trie(keys: Iterable[str], alphabet: Alphabet) -> Trie:
     keys = list(keys)
     size = alphabet.size
     lengths = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
-    codes = np.frombuffer("".join(keys).encode("utf-32-le"), dtype=np.uint32)
+    # a lone surrogate in a key becomes a code point outside any alphabet: that key is skipped
+    text = "".join(keys).encode("utf-32-le", errors="surrogatepass")
+    codes = np.frombuffer(text, dtype=np.uint32)
     ids = np.full(max(int(codes.max(initial=0)), *map(ord, alphabet.symbols)) + 1, -1, np.int64)
     ids[[ord(s) for s in alphabet.symbols]] = [alphabet.id_of(s) for s in alphabet.symbols]
     symbols_of = ids[codes]
