@@ -119,9 +119,10 @@ if [ ! -f "$RH/bin/rhsay.exe" ] || [ corpus/rhvoice/rhsay.c -nt "$RH/bin/rhsay.e
   x86_64-w64-mingw32-gcc -O2 -Wall -o "$RH/bin/rhsay.exe" corpus/rhvoice/rhsay.c
 fi
 # A minimal wine prefix, under 1 MB: wineboot's full one copies every builtin DLL (about
-# 700 MB, and a disk short of that fails the whole set-up). rhsay.exe needs only the C: and Z: drives and the
-# builtins in system32, here as symlinks to Debian's; "disable" in .update-timestamp keeps wine
-# from running wineboot over it. Its output is byte-identical to a full prefix's.
+# 700 MB, and a disk short of that fails the whole set-up). rhsay.exe needs only the C: and
+# Z: drives and the builtins in system32, here as symlinks to Debian's; "disable" in
+# .update-timestamp keeps wine from running wineboot over it. Its output is byte-identical to
+# a full prefix's.
 WP="$RH/wineprefix"
 WINE_PE=/usr/lib/x86_64-linux-gnu/wine/x86_64-windows
 if [ "$(cat "$WP/.update-timestamp" 2>/dev/null)" != disable ] \
